@@ -1,0 +1,91 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/test/raytest"
+)
+
+func TestStartHeadServesAndStops(t *testing.T) {
+	h := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
+	resp, err := http.Get(h.DashboardURL() + "/api/version")
+	if err != nil {
+		t.Fatalf("GET /api/version: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"ray_version": "2.`) && !strings.Contains(string(body), `"ray_version":"2.`) {
+		t.Errorf("GET /api/version = %s, want a ray 2.x version", body)
+	}
+	if !strings.HasPrefix(h.Address(), "127.0.0.1:") {
+		t.Errorf("Address() = %q, want 127.0.0.1:port", h.Address())
+	}
+	pgid := h.Pid()
+	tmp := h.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		out, _ := exec.Command("ps", "-o", "pid,pgid,stat,cmd", "-g", strconv.Itoa(pgid)).CombinedOutput()
+		t.Errorf("process group %d still exists after Stop (kill 0: %v):\n%s", pgid, err, out)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temp dir %s left behind (stat: %v)", tmp, err)
+	}
+}
+
+func TestFindRay(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "ray")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		explicit string
+		want     string
+		wantErr  error
+	}{
+		{name: "explicit", explicit: fake, want: fake},
+		{name: "explicit missing", explicit: filepath.Join(dir, "nope"), wantErr: local.ErrRayNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := local.FindRay(tt.explicit)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("FindRay(%q) error = %v, want %v", tt.explicit, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("FindRay(%q) = %q, want %q", tt.explicit, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartHeadReportsEarlyExit(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "ray")
+	script := "#!/bin/sh\necho 'boom: no GCS for you' >&2\nexit 3\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := local.StartHead(ctx, local.HeadOptions{RayBin: fake})
+	if err == nil || !strings.Contains(err.Error(), "boom: no GCS for you") {
+		t.Fatalf("StartHead error = %v, want the captured output", err)
+	}
+}
