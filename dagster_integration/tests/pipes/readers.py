@@ -1,0 +1,71 @@
+"""A log-reading Pipes message reader for tests.
+
+Dagster ships no stdio message reader for local subprocesses; readers for
+Kubernetes pods and Ray job logs read the external process's output and hand
+each line to Dagster's own ``extract_message_or_forward_to_file``. This one
+does the same with a log file that the launched command's stdout goes to,
+and asks the external process to write its messages to stdout.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dagster import PipesMessageReader
+from dagster._core.pipes.context import PipesMessageHandler
+from dagster._core.pipes.utils import extract_message_or_forward_to_file
+from dagster_pipes import PipesParams
+
+
+class PipesLogFileMessageReader(PipesMessageReader):
+    """Reads Pipes messages from the lines of a log file (the process's stdout)."""
+
+    def __init__(self, log_path: str, plain: io.TextIOBase | None = None) -> None:
+        self._log_path = log_path
+        self._plain = plain
+
+    @contextmanager
+    def read_messages(self, handler: PipesMessageHandler) -> Iterator[PipesParams]:
+        open(self._log_path, "w", encoding="utf-8").close()
+        done = threading.Event()
+        thread = threading.Thread(target=self._tail, args=(handler, done), daemon=True)
+        thread.start()
+        try:
+            yield {"stdio": "stdout"}
+        finally:
+            done.set()
+            thread.join(timeout=60)
+
+    def _tail(self, handler: PipesMessageHandler, done: threading.Event) -> None:
+        out = self._plain or sys.stdout
+        with open(self._log_path, encoding="utf-8") as f:
+            pending = ""
+            while True:
+                chunk = f.read()
+                if chunk:
+                    pending += chunk
+                    *lines, pending = pending.split("\n")
+                    for line in lines:
+                        extract_message_or_forward_to_file(handler, line, out)
+                elif done.is_set():
+                    if pending:
+                        extract_message_or_forward_to_file(handler, pending, out)
+                    return
+                else:
+                    done.wait(0.02)
+
+    def no_messages_debug_text(self) -> str:
+        return f"Attempted to read messages from the log file {self._log_path}."
+
+
+def stdout_to(log_path: str, command: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Wraps command so that its stdout is appended to log_path; returns the
+    command and the environment it needs.
+    """
+    wrapped = ["/bin/sh", "-c", 'exec "$0" "$@" >>"$PIPES_TEST_LOG"', *command]
+    return wrapped, {"PIPES_TEST_LOG": os.fspath(log_path)}
