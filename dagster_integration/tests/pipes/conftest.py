@@ -27,7 +27,9 @@ def _binary(tmp_path_factory: pytest.TempPathFactory, name: str, package: str) -
 def conformance_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bin/pipes-conformance, or a fresh build when bin/ has none."""
     return _binary(
-        tmp_path_factory, "pipes-conformance", "./dagster_integration/pipes/cmd/pipes-conformance"
+        tmp_path_factory,
+        "pipes-conformance",
+        "./dagster_integration/pipes/cmd/pipes-conformance",
     )
 
 

@@ -1,7 +1,6 @@
 """The community Pipes conformance scenarios, run against bin/pipes-conformance
 with the real PipesSubprocessClient."""
 
-
 import json
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,15 @@ EXTRAS_CASES: list[dict[str, Any]] = [
     {"none": None, "float": 2.0, "list": []},
 ]
 
-CUSTOM_PAYLOADS: list[Any] = [None, "text", 1, 2.5, True, [1, "a"], {"a": {"b": [None]}}]
+CUSTOM_PAYLOADS: list[Any] = [
+    None,
+    "text",
+    1,
+    2.5,
+    True,
+    [1, "a"],
+    {"a": {"b": [None]}},
+]
 
 INJECTORS = [PipesTempFileContextInjector(), PipesEnvContextInjector()]
 
@@ -51,7 +58,9 @@ def _no_messages_warning(instance: DagsterInstance, run_id: str) -> bool:
 
 @pytest.mark.parametrize("injector", INJECTORS, ids=["tempfile", "env"])
 @pytest.mark.parametrize("reader_kind", ["tempfile", "file"])
-def test_components(conformance_bin: Path, injector, reader_kind: str, tmp_path: Path) -> None:
+def test_components(
+    conformance_bin: Path, injector, reader_kind: str, tmp_path: Path
+) -> None:
     extras_path = tmp_path / "extras.json"
     extras_path.write_text(json.dumps({"k": "v"}))
     reader = (
@@ -61,18 +70,25 @@ def test_components(conformance_bin: Path, injector, reader_kind: str, tmp_path:
     )
 
     @asset
-    def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient) -> MaterializeResult:
+    def my_asset(
+        context: AssetExecutionContext, client: PipesSubprocessClient
+    ) -> MaterializeResult:
         invocation = client.run(
             context=context,
             extras={"k": "v"},
             command=[
                 str(conformance_bin),
-                "--extras", str(extras_path),
-                "--job-name", context.dagster_run.job_name,
-                "--test-name", "test_components[x]",
+                "--extras",
+                str(extras_path),
+                "--job-name",
+                context.run.job_name,
+                "--test-name",
+                "test_components[x]",
             ],
         )
-        assert list(invocation.get_custom_messages()) == ["Hello from external process!"]
+        assert list(invocation.get_custom_messages()) == [
+            "Hello from external process!"
+        ]
         return invocation.get_materialize_result()
 
     instance = DagsterInstance.ephemeral()
@@ -87,20 +103,34 @@ def test_components(conformance_bin: Path, injector, reader_kind: str, tmp_path:
 
 @pytest.mark.parametrize("injector", INJECTORS, ids=["tempfile", "env"])
 @pytest.mark.parametrize("extras", EXTRAS_CASES)
-def test_extras(conformance_bin: Path, injector, extras: dict[str, Any], tmp_path: Path) -> None:
+def test_extras(
+    conformance_bin: Path, injector, extras: dict[str, Any], tmp_path: Path
+) -> None:
     path = tmp_path / "extras.json"
     path.write_text(json.dumps(extras))
 
     @asset
-    def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient) -> MaterializeResult:
+    def my_asset(
+        context: AssetExecutionContext, client: PipesSubprocessClient
+    ) -> MaterializeResult:
         return client.run(
             context=context,
             extras=extras,
-            command=[str(conformance_bin), "--extras", str(path), "--test-name", "test_extras[1]"],
+            command=[
+                str(conformance_bin),
+                "--extras",
+                str(path),
+                "--test-name",
+                "test_extras[1]",
+            ],
         ).get_materialize_result()
 
     instance = DagsterInstance.ephemeral()
-    result = materialize([my_asset], resources={"client": _client(context_injector=injector)}, instance=instance)
+    result = materialize(
+        [my_asset],
+        resources={"client": _client(context_injector=injector)},
+        instance=instance,
+    )
     assert result.success
     assert not _no_messages_warning(instance, result.run_id)
 
@@ -110,14 +140,24 @@ def test_wrong_extras_fail_the_step(conformance_bin: Path, tmp_path: Path) -> No
     path.write_text(json.dumps({"foo": "other"}))
 
     @asset
-    def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient) -> MaterializeResult:
+    def my_asset(
+        context: AssetExecutionContext, client: PipesSubprocessClient
+    ) -> MaterializeResult:
         return client.run(
             context=context,
             extras={"foo": "bar"},
-            command=[str(conformance_bin), "--extras", str(path), "--test-name", "test_extras"],
+            command=[
+                str(conformance_bin),
+                "--extras",
+                str(path),
+                "--test-name",
+                "test_extras",
+            ],
         ).get_materialize_result()
 
-    result = materialize([my_asset], resources={"client": _client()}, raise_on_error=False)
+    result = materialize(
+        [my_asset], resources={"client": _client()}, raise_on_error=False
+    )
     assert not result.success
 
 
@@ -127,7 +167,8 @@ def test_error_reporting(conformance_bin: Path, tmp_path: Path) -> None:
     @asset
     def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient):
         yield from client.run(
-            context=context, command=[str(conformance_bin), "--test-name", "test_error_reporting"]
+            context=context,
+            command=[str(conformance_bin), "--test-name", "test_error_reporting"],
         ).get_results()
 
     instance = DagsterInstance.ephemeral()
@@ -152,7 +193,10 @@ def test_error_reporting(conformance_bin: Path, tmp_path: Path) -> None:
         if "closed with exception" in (e.user_message or "")
     ]
     assert len(engine) == 1
-    assert engine[0].dagster_event.engine_event_data.error.message == "Very bad error has happened!"
+    assert (
+        engine[0].dagster_event.engine_event_data.error.message
+        == "Very bad error has happened!"
+    )
     assert not _no_messages_warning(instance, result.run_id)
 
 
@@ -160,7 +204,8 @@ def test_message_log(conformance_bin: Path) -> None:
     @asset
     def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient):
         yield from client.run(
-            context=context, command=[str(conformance_bin), "--test-name", "test_message_log"]
+            context=context,
+            command=[str(conformance_bin), "--test-name", "test_message_log"],
         ).get_results()
 
     instance = DagsterInstance.ephemeral()
@@ -171,19 +216,35 @@ def test_message_log(conformance_bin: Path) -> None:
         for e in instance.all_logs(result.run_id)
         if (e.user_message or "").endswith(" message")
     }
-    assert levels == {"Debug message": 10, "Info message": 20, "Warning message": 30, "Error message": 40, "Critical message": 50}
+    assert levels == {
+        "Debug message": 10,
+        "Info message": 20,
+        "Warning message": 30,
+        "Error message": 40,
+        "Critical message": 50,
+    }
 
 
 @pytest.mark.parametrize("payload", CUSTOM_PAYLOADS)
-def test_message_report_custom_message(conformance_bin: Path, payload: Any, tmp_path: Path) -> None:
+def test_message_report_custom_message(
+    conformance_bin: Path, payload: Any, tmp_path: Path
+) -> None:
     path = tmp_path / "payload.json"
     path.write_text(json.dumps({"payload": payload}))
 
     @asset
-    def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient) -> MaterializeResult:
+    def my_asset(
+        context: AssetExecutionContext, client: PipesSubprocessClient
+    ) -> MaterializeResult:
         invocation = client.run(
             context=context,
-            command=[str(conformance_bin), "--custom-payload", str(path), "--test-name", "test_message_report_custom_message[p]"],
+            command=[
+                str(conformance_bin),
+                "--custom-payload",
+                str(path),
+                "--test-name",
+                "test_message_report_custom_message[p]",
+            ],
         )
         got = list(invocation.get_custom_messages())
         assert got == [payload]
@@ -203,8 +264,12 @@ def _check_sample_metadata(metadata: dict[str, Any]) -> None:
     assert metadata["path"] == MetadataValue.path("/dev/null")
     assert metadata["null"] == MetadataValue.null()
     assert metadata["md"] == MetadataValue.md("**markdown**")
-    assert metadata["json"] == MetadataValue.json({"foo": "bar", "baz": 1, "qux": [1, 2, 3]})
-    assert metadata["dagster_run"] == MetadataValue.dagster_run("db892d7f-0031-4747-973d-22e8b9095d9d")
+    assert metadata["json"] == MetadataValue.json(
+        {"foo": "bar", "baz": 1, "qux": [1, 2, 3]}
+    )
+    assert metadata["dagster_run"] == MetadataValue.dagster_run(
+        "db892d7f-0031-4747-973d-22e8b9095d9d"
+    )
     assert metadata["asset"] == MetadataValue.asset(AssetKey(["foo", "bar"]))
     assert metadata["text"] == MetadataValue.text("hello")
     assert metadata["notebook"] == MetadataValue.notebook("notebook.ipynb")
@@ -213,7 +278,10 @@ def _check_sample_metadata(metadata: dict[str, Any]) -> None:
 @pytest.mark.parametrize("data_version", [None, "alpha"])
 @pytest.mark.parametrize("asset_key", [None, "my_asset"])
 def test_message_report_asset_materialization(
-    conformance_bin: Path, data_version: str | None, asset_key: str | None, tmp_path: Path
+    conformance_bin: Path,
+    data_version: str | None,
+    asset_key: str | None,
+    tmp_path: Path,
 ) -> None:
     spec: dict[str, str] = {}
     if data_version is not None:
@@ -224,10 +292,18 @@ def test_message_report_asset_materialization(
     path.write_text(json.dumps(spec))
 
     @asset
-    def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient) -> MaterializeResult:
+    def my_asset(
+        context: AssetExecutionContext, client: PipesSubprocessClient
+    ) -> MaterializeResult:
         mat = client.run(
             context=context,
-            command=[str(conformance_bin), "--report-asset-materialization", str(path), "--test-name", "test_message_report_asset_materialization[x]"],
+            command=[
+                str(conformance_bin),
+                "--report-asset-materialization",
+                str(path),
+                "--test-name",
+                "test_message_report_asset_materialization[x]",
+            ],
         ).get_materialize_result()
         assert (mat.data_version.value if mat.data_version else None) == data_version
         _check_sample_metadata(dict(mat.metadata or {}))
@@ -245,9 +321,17 @@ def test_message_report_asset_materialization(
 @pytest.mark.parametrize("severity", ["WARN", "ERROR"])
 @pytest.mark.parametrize("asset_key", [None, "my_asset"])
 def test_message_report_asset_check(
-    conformance_bin: Path, passed: bool, severity: str, asset_key: str | None, tmp_path: Path
+    conformance_bin: Path,
+    passed: bool,
+    severity: str,
+    asset_key: str | None,
+    tmp_path: Path,
 ) -> None:
-    spec: dict[str, Any] = {"passed": passed, "severity": severity, "checkName": "my_check"}
+    spec: dict[str, Any] = {
+        "passed": passed,
+        "severity": severity,
+        "checkName": "my_check",
+    }
     if asset_key is not None:
         spec["assetKey"] = asset_key
     path = tmp_path / "check.json"
@@ -257,7 +341,13 @@ def test_message_report_asset_check(
     def my_asset(context: AssetExecutionContext, client: PipesSubprocessClient):
         results = client.run(
             context=context,
-            command=[str(conformance_bin), "--report-asset-check", str(path), "--test-name", "test_message_report_asset_check[x]"],
+            command=[
+                str(conformance_bin),
+                "--report-asset-check",
+                str(path),
+                "--test-name",
+                "test_message_report_asset_check[x]",
+            ],
         ).get_results()
         check = results[0]
         assert isinstance(check, AssetCheckResult)
