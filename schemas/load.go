@@ -1,0 +1,188 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// LoadOptions changes how a spec is loaded.
+type LoadOptions struct {
+	// Set holds "path=value" overrides applied before validation (see ApplySet).
+	Set []string
+	// Profile checks GPU types and images; nil means DefaultProfile().
+	Profile *Profile
+}
+
+// Load reads, overrides, validates and defaults the spec in file (YAML or
+// JSON). Any problem with the input, however many, comes back as one
+// *ValidationErrors; other errors mean raystep itself is broken.
+func Load(file string, opts LoadOptions) (*Spec, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &ValidationErrors{Errors: []FieldError{{File: file, Pointer: "/", Message: readError(err)}}}
+	}
+	return Parse(file, data, opts)
+}
+
+// Parse is Load for bytes already read; file names the spec in errors and
+// anchors a relative workingDir.
+func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
+	profile := opts.Profile
+	if profile == nil {
+		p, err := DefaultProfile()
+		if err != nil {
+			return nil, fmt.Errorf("built-in profile: %w", err)
+		}
+		profile = p
+	}
+	c, err := compiledSchemas()
+	if err != nil {
+		return nil, err
+	}
+	tree, pos, errs := decodeTree(file, data)
+	if len(errs.Errors) > 0 {
+		return nil, errs.orNil()
+	}
+	tree, err = ApplySet(tree, opts.Set)
+	var setErrs *ValidationErrors
+	if errors.As(err, &setErrs) {
+		errs.Errors = append(errs.Errors, setErrs.Errors...)
+	}
+	if err := validateSchema(c.jobSpec, file, tree, pos, errs); err != nil {
+		return nil, err
+	}
+	chk := &checker{file: file, dir: filepath.Dir(file), pos: pos, errs: errs, profile: profile}
+	chk.spec(tree)
+	if len(errs.Errors) > 0 {
+		return nil, errs.orNil()
+	}
+	return build(file, tree, profile)
+}
+
+// build turns a valid tree into a defaulted Spec.
+func build(file string, tree any, profile *Profile) (*Spec, error) {
+	var raw rawSpec
+	if err := remarshal(tree, &raw); err != nil {
+		return nil, fmt.Errorf("decode spec %s: %w", file, err)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", file, err)
+	}
+	s := &Spec{
+		File:       abs,
+		APIVersion: raw.APIVersion,
+		Kind:       raw.Kind,
+		Metadata: Metadata{
+			Name: raw.Metadata.Name, Namespace: raw.Metadata.Namespace, Owner: raw.Metadata.Owner,
+			Labels: raw.Metadata.Labels, Annotations: raw.Metadata.Annotations,
+		},
+	}
+	if s.Metadata.Namespace == "" {
+		s.Metadata.Namespace = profile.Spec.Namespace
+	}
+	r := raw.Spec
+	s.Spec = JobSpec{
+		Kind:       StepKind(r.Kind),
+		Entrypoint: r.Entrypoint,
+		RuntimeEnv: r.RuntimeEnv,
+		Teardown:   Teardown(or(r.Teardown, string(TeardownAlways))),
+		EntrypointResources: EntrypointResources{
+			CPUs: r.EntrypointResources.CPUs, GPUs: r.EntrypointResources.GPUs,
+			Memory:    mustQuantity(r.EntrypointResources.Memory, ""),
+			Resources: r.EntrypointResources.Resources,
+		},
+		Cluster: Cluster{
+			RayVersion: r.Cluster.RayVersion,
+			Image:      r.Cluster.Image,
+			Head: Head{
+				CPUs:   mustQuantity(r.Cluster.Head.CPUs, defaultHeadCPUs),
+				Memory: mustQuantity(r.Cluster.Head.Memory, defaultHeadMemory),
+			},
+		},
+		Timeouts: Timeouts{
+			Provision:        mustDuration(r.Timeouts.Provision, defaultProvision),
+			Run:              mustDuration(r.Timeouts.Run, defaultRun),
+			TTLAfterFinished: mustDuration(r.Timeouts.TTLAfterFinished, defaultTTL),
+		},
+	}
+	if r.WorkingDir != "" {
+		s.Spec.WorkingDir = resolveDir(filepath.Dir(abs), r.WorkingDir)
+	}
+	for _, w := range r.Cluster.Workers {
+		s.Spec.Cluster.Workers = append(s.Spec.Cluster.Workers, buildWorker(w))
+	}
+	return s, nil
+}
+
+// Defaults applied after validation; the schema documents the same values.
+const (
+	defaultHeadCPUs   = "2"
+	defaultHeadMemory = "4Gi"
+	defaultProvision  = "15m"
+	defaultRun        = "24h"
+	defaultTTL        = "10m"
+)
+
+func buildWorker(w rawWorker) WorkerGroup {
+	lo, hi, replicas := replicaRange(w)
+	g := WorkerGroup{
+		Name: w.Name, Replicas: replicas, MinReplicas: lo, MaxReplicas: hi,
+		GPUType: w.GPUType,
+		CPUs:    mustQuantity(w.CPUs, ""), Memory: mustQuantity(w.Memory, ""),
+	}
+	switch {
+	case w.GPUsPerWorker != nil:
+		g.GPUsPerWorker = *w.GPUsPerWorker
+	case w.GPUType != "":
+		g.GPUsPerWorker = 1
+	}
+	return g
+}
+
+// replicaRange fills in replicas, minReplicas and maxReplicas from whichever
+// are given: a fixed-size group has min = max = replicas (default 1); an
+// autoscaling group starts at minReplicas unless replicas says otherwise.
+func replicaRange(w rawWorker) (lo, hi, replicas int32) {
+	switch {
+	case w.MinReplicas == nil && w.MaxReplicas == nil:
+		r := deref(w.Replicas, 1)
+		return r, r, r
+	default:
+		lo = deref(w.MinReplicas, 0)
+		hi = deref(w.MaxReplicas, max32(lo, deref(w.Replicas, lo)))
+		replicas = deref(w.Replicas, lo)
+		return lo, hi, replicas
+	}
+}
+
+func deref(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func max32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// resolveDir makes dir absolute against base.
+func resolveDir(base, dir string) string {
+	if filepath.IsAbs(dir) {
+		return filepath.Clean(dir)
+	}
+	return filepath.Join(base, dir)
+}

@@ -1,0 +1,207 @@
+package schemas
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+)
+
+//go:embed default_profile.yaml
+var defaultProfile []byte
+
+// Profile is the platform team's settings, shared by every spec: GPU pools,
+// namespace, service account, allowed images, labels and pod security.
+type Profile struct {
+	// File is where the profile came from; "(built-in)" for the default.
+	File       string          `json:"-"`
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   ProfileMetadata `json:"metadata"`
+	Spec       ProfileSpec     `json:"spec"`
+}
+
+// ProfileMetadata names a profile.
+type ProfileMetadata struct {
+	Name string `json:"name"`
+}
+
+// ProfileSpec holds the platform settings.
+type ProfileSpec struct {
+	Namespace      string             `json:"namespace"`
+	ServiceAccount string             `json:"serviceAccount,omitempty"`
+	Images         ImagePolicy        `json:"images"`
+	Labels         map[string]string  `json:"labels,omitempty"`
+	GPUTypes       map[string]GPUType `json:"gpuTypes"`
+	PodSecurity    PodSecurity        `json:"podSecurity"`
+	Limits         ProfileLimits      `json:"limits"`
+}
+
+// ImagePolicy says which container images specs may use.
+type ImagePolicy struct {
+	// Allow holds path.Match patterns; a trailing "*" also matches "/".
+	Allow       []string `json:"allow"`
+	PullPolicy  string   `json:"pullPolicy,omitempty"`
+	PullSecrets []string `json:"pullSecrets,omitempty"`
+}
+
+// Allowed reports whether image matches one of the allow patterns.
+func (p ImagePolicy) Allowed(image string) bool {
+	for _, pat := range p.Allow {
+		if ok, err := path.Match(pat, image); err == nil && ok {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok && !strings.ContainsAny(prefix, "*?[\\") && strings.HasPrefix(image, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// GPUType maps an engineer-facing GPU name to where such GPUs live.
+type GPUType struct {
+	ResourceName string            `json:"resourceName"`
+	NodeSelector map[string]string `json:"nodeSelector"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
+	// MaxPerWorker caps gpusPerWorker; 0 means no cap.
+	MaxPerWorker int `json:"maxPerWorker,omitempty"`
+}
+
+// Toleration mirrors a Kubernetes pod toleration.
+type Toleration struct {
+	Key               string `json:"key,omitempty"`
+	Operator          string `json:"operator,omitempty"`
+	Value             string `json:"value,omitempty"`
+	Effect            string `json:"effect,omitempty"`
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+// PodSecurity is the security context every Ray container gets.
+type PodSecurity struct {
+	RunAsNonRoot             *bool    `json:"runAsNonRoot,omitempty"`
+	RunAsUser                *int64   `json:"runAsUser,omitempty"`
+	RunAsGroup               *int64   `json:"runAsGroup,omitempty"`
+	FSGroup                  *int64   `json:"fsGroup,omitempty"`
+	AllowPrivilegeEscalation *bool    `json:"allowPrivilegeEscalation,omitempty"`
+	DropCapabilities         []string `json:"dropCapabilities,omitempty"`
+	SeccompProfile           string   `json:"seccompProfile,omitempty"`
+}
+
+// ProfileLimits bounds what a spec may ask for; zero values mean no bound.
+type ProfileLimits struct {
+	MaxWorkersPerGroup int    `json:"maxWorkersPerGroup,omitempty"`
+	MaxRunTimeout      string `json:"maxRunTimeout,omitempty"`
+}
+
+// DefaultProfile returns the built-in profile used when neither --profile nor
+// RAYSTEP_PROFILE names one.
+func DefaultProfile() (*Profile, error) {
+	return ParseProfile("(built-in)", defaultProfile)
+}
+
+// DefaultProfileYAML returns the built-in profile's source.
+func DefaultProfileYAML() []byte { return append([]byte(nil), defaultProfile...) }
+
+// LoadProfile reads, validates and defaults a profile file.
+func LoadProfile(file string) (*Profile, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &ValidationErrors{Errors: []FieldError{{File: file, Pointer: "/", Message: readError(err)}}}
+	}
+	return ParseProfile(file, data)
+}
+
+// ParseProfile validates and defaults a profile from YAML or JSON bytes;
+// file only names it in errors.
+func ParseProfile(file string, data []byte) (*Profile, error) {
+	tree, pos, errs := decodeTree(file, data)
+	if len(errs.Errors) > 0 {
+		return nil, errs.orNil()
+	}
+	c, err := compiledSchemas()
+	if err != nil {
+		return nil, err
+	}
+	if err := validateSchema(c.profile, file, tree, pos, errs); err != nil {
+		return nil, err
+	}
+	if len(errs.Errors) == 0 {
+		checkProfile(file, tree, pos, errs)
+	}
+	if len(errs.Errors) > 0 {
+		return nil, errs.orNil()
+	}
+	p := &Profile{File: file}
+	if err := remarshal(tree, p); err != nil {
+		return nil, fmt.Errorf("decode profile %s: %w", file, err)
+	}
+	p.applyDefaults()
+	return p, nil
+}
+
+func (p *Profile) applyDefaults() {
+	s := &p.Spec.PodSecurity
+	if s.RunAsNonRoot == nil {
+		s.RunAsNonRoot = ptr(true)
+	}
+	if s.AllowPrivilegeEscalation == nil {
+		s.AllowPrivilegeEscalation = ptr(false)
+	}
+	if s.DropCapabilities == nil {
+		s.DropCapabilities = []string{"ALL"}
+	}
+	if s.SeccompProfile == "" {
+		s.SeccompProfile = "RuntimeDefault"
+	}
+}
+
+// checkProfile applies rules the schema cannot express.
+func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) {
+	spec, _ := tree.(map[string]any)["spec"].(map[string]any)
+	checkLabels(file, pos, errs, "/spec/labels", spec["labels"])
+	gpus, _ := spec["gpuTypes"].(map[string]any)
+	for name, g := range gpus {
+		gm, _ := g.(map[string]any)
+		base := "/spec/gpuTypes/" + escapeToken(name)
+		checkLabels(file, pos, errs, base+"/nodeSelector", gm["nodeSelector"])
+		if rn, _ := gm["resourceName"].(string); rn != "" {
+			if msg := qualifiedName(rn); msg != "" {
+				errs.add(file, pos, base+"/resourceName", "%q is not a resource name: %s", rn, msg)
+			}
+		}
+	}
+	limits, _ := spec["limits"].(map[string]any)
+	if d, ok := limits["maxRunTimeout"].(string); ok {
+		if _, msg := parseDuration(d); msg != "" {
+			errs.add(file, pos, "/spec/limits/maxRunTimeout", "%s", msg)
+		}
+	}
+}
+
+// remarshal copies a validated tree into a typed value, strictly.
+func remarshal(tree any, into any) error {
+	data, err := json.Marshal(tree)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readError words a file read error without repeating the path.
+func readError(err error) string {
+	if os.IsNotExist(err) {
+		return "cannot read the file: it does not exist"
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return "cannot read the file: " + pe.Err.Error()
+	}
+	return "cannot read the file: " + err.Error()
+}

@@ -1,0 +1,100 @@
+package schemas
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SetSource is the File of FieldErrors caused by --set overrides.
+const SetSource = "--set"
+
+// ApplySet applies "path=value" overrides to a decoded document in place and
+// returns it (a nil document becomes a map). A path is dotted keys into the
+// document, with numbers indexing lists (spec.cluster.workers.0.replicas).
+// A value is parsed as YAML ("3" is a number,
+// "[a, b]" a list), except that it stays a string where the document holds a
+// string or a map of strings (env_vars, labels, annotations), so
+// --set spec.runtimeEnv.env_vars.THRESHOLD=0.75 sets "0.75". Missing maps on
+// the way are created. Errors are FieldErrors with File SetSource.
+func ApplySet(doc any, set []string) (any, error) {
+	errs := &ValidationErrors{}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	for _, s := range set {
+		path, value, ok := strings.Cut(s, "=")
+		if !ok || path == "" {
+			errs.Errors = append(errs.Errors, FieldError{File: SetSource, Pointer: "/",
+				Message: fmt.Sprintf("%q: expected path=value, e.g. spec.timeouts.run=10m", s)})
+			continue
+		}
+		if err := setPath(doc, strings.Split(path, "."), value); err != nil {
+			errs.Errors = append(errs.Errors, FieldError{File: SetSource, Pointer: dottedPointer(path),
+				Message: fmt.Sprintf("cannot set %q: %s", path, err)})
+		}
+	}
+	if len(errs.Errors) > 0 {
+		return doc, errs
+	}
+	return doc, nil
+}
+
+// stringMaps are keys whose values are maps of strings.
+var stringMaps = map[string]bool{"env_vars": true, "labels": true, "annotations": true, "nodeSelector": true}
+
+func setPath(node any, keys []string, raw string) error {
+	for i, k := range keys {
+		if k == "" {
+			return fmt.Errorf("empty path element")
+		}
+		last := i == len(keys)-1
+		switch n := node.(type) {
+		case map[string]any:
+			if last {
+				n[k] = parseSetValue(raw, n[k], i > 0 && stringMaps[keys[i-1]])
+				return nil
+			}
+			next, ok := n[k]
+			if !ok || next == nil {
+				next = map[string]any{}
+				n[k] = next
+			}
+			node = next
+		case []any:
+			idx, err := strconv.Atoi(k)
+			if err != nil || idx < 0 || idx >= len(n) {
+				return fmt.Errorf("%q is not an index of a list of %d items", k, len(n))
+			}
+			if last {
+				n[idx] = parseSetValue(raw, n[idx], false)
+				return nil
+			}
+			node = n[idx]
+		default:
+			return fmt.Errorf("%q is not a map or list", strings.Join(keys[:i], "."))
+		}
+	}
+	return nil
+}
+
+// parseSetValue reads raw as YAML unless the target is a string.
+func parseSetValue(raw string, current any, inStringMap bool) any {
+	if _, isString := current.(string); isString || inStringMap {
+		return raw
+	}
+	tree, _, errs := decodeTree(SetSource, []byte(raw))
+	if len(errs.Errors) > 0 {
+		return raw
+	}
+	return tree
+}
+
+// dottedPointer turns a dotted path into a JSON pointer.
+func dottedPointer(path string) string {
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		parts[i] = escapeToken(p)
+	}
+	return "/" + strings.Join(parts, "/")
+}

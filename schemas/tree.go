@@ -1,0 +1,157 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// pos is a 1-based source position.
+type pos struct{ line, column int }
+
+// positions maps JSON pointers to where their value starts in the source.
+type positions map[string]pos
+
+// at returns the position of pointer, or of its closest known ancestor.
+func (p positions) at(pointer string) pos {
+	for {
+		if q, ok := p[pointer]; ok {
+			return q
+		}
+		i := strings.LastIndexByte(pointer, '/')
+		if i <= 0 {
+			return p["/"]
+		}
+		pointer = pointer[:i]
+	}
+}
+
+// yamlLine finds the line in a go-yaml syntax error ("yaml: line 7: ...").
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// decodeTree parses one YAML (or JSON) document into plain Go values (maps,
+// slices, strings, json.Number, bools, nil) and records where each value
+// starts. Syntax problems are returned as FieldErrors.
+func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
+	errs := &ValidationErrors{}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		fe := FieldError{File: file, Pointer: "/", Message: strings.TrimPrefix(err.Error(), "yaml: ")}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			fe.Line, _ = strconv.Atoi(m[1])
+			fe.Message = fmt.Sprintf("line %s: %s", m[1], m[2])
+		}
+		errs.Errors = append(errs.Errors, fe)
+		return nil, nil, errs
+	}
+	pos := positions{}
+	if len(doc.Content) == 0 {
+		errs.add(file, pos, "/", "the file is empty; expected a RayStep document")
+		return nil, pos, errs
+	}
+	d := &treeDecoder{file: file, pos: pos, errs: errs}
+	v := d.node(doc.Content[0], "")
+	return v, pos, errs
+}
+
+// treeDecoder turns yaml.Nodes into plain values.
+type treeDecoder struct {
+	file string
+	pos  positions
+	errs *ValidationErrors
+}
+
+func (d *treeDecoder) node(n *yaml.Node, ptr string) any {
+	key := ptr
+	if key == "" {
+		key = "/"
+	}
+	d.pos[key] = pos{n.Line, n.Column}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return d.node(n.Alias, ptr)
+	case yaml.MappingNode:
+		return d.mapping(n, ptr)
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = d.node(c, ptr+"/"+strconv.Itoa(i))
+		}
+		return out
+	case yaml.ScalarNode:
+		return d.scalar(n, key)
+	}
+	d.errs.add(d.file, d.pos, key, "unsupported YAML node")
+	return nil
+}
+
+func (d *treeDecoder) mapping(n *yaml.Node, ptr string) any {
+	out := make(map[string]any, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			d.errs.add(d.file, d.pos, ptrOr(ptr), "line %d: YAML merge keys (<<) are not supported", k.Line)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.errs.add(d.file, d.pos, ptrOr(ptr), "line %d: mapping keys must be strings", k.Line)
+			continue
+		}
+		child := ptr + "/" + escapeToken(k.Value)
+		if _, dup := out[k.Value]; dup {
+			d.pos[child] = pos{k.Line, k.Column}
+			d.errs.add(d.file, d.pos, child, "duplicate key %q", k.Value)
+			continue
+		}
+		out[k.Value] = d.node(v, child)
+		// Point at the key, which is where a reader looks for it.
+		d.pos[child] = pos{k.Line, k.Column}
+	}
+	return out
+}
+
+func (d *treeDecoder) scalar(n *yaml.Node, ptr string) any {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err == nil {
+			return b
+		}
+	case "!!int":
+		var i int64
+		if err := n.Decode(&i); err == nil {
+			return json.Number(strconv.FormatInt(i, 10))
+		}
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+		}
+		d.errs.add(d.file, d.pos, ptr, "%q is not a finite number", n.Value)
+		return nil
+	}
+	return n.Value
+}
+
+// ptrOr returns ptr, or "/" for the document root.
+func ptrOr(ptr string) string {
+	if ptr == "" {
+		return "/"
+	}
+	return ptr
+}
+
+// escapeToken escapes one JSON pointer reference token (RFC 6901).
+func escapeToken(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
