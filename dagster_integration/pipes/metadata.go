@@ -112,7 +112,9 @@ func DagsterRun(runID string) MetadataValue { return raw(TypeDagsterRun, runID) 
 func Asset(key string) MetadataValue { return raw(TypeAsset, key) }
 
 // Int is an integer.
-func Int(i int64) MetadataValue { return MetadataValue{Type: TypeInt, Raw: strconv.AppendInt(nil, i, 10)} }
+func Int(i int64) MetadataValue {
+	return MetadataValue{Type: TypeInt, Raw: strconv.AppendInt(nil, i, 10)}
+}
 
 // Bool is a boolean.
 func Bool(b bool) MetadataValue { return raw(TypeBool, b) }

@@ -22,9 +22,11 @@ type TableColumnConstraints struct {
 }
 
 // TableColumnDep names a column of another asset that a column depends on.
+// AssetKey holds the key's path parts: Dagster reads a plain string here as
+// a single part, so "a/b" would name the asset ["a/b"], not ["a", "b"].
 type TableColumnDep struct {
-	AssetKey   string `json:"asset_key"`
-	ColumnName string `json:"column_name"`
+	AssetKey   []string `json:"asset_key"`
+	ColumnName string   `json:"column_name"`
 }
 
 // Table is a small table shown in the UI. Record values are strings,

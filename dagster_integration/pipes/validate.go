@@ -146,10 +146,9 @@ func validateLineage(v any) error {
 			if !ok || len(dep) != 2 {
 				return invalid("lineage of column %q: each dep needs exactly asset_key and column_name", col)
 			}
-			_, okA := dep["asset_key"].(string)
 			_, okC := dep["column_name"].(string)
-			if !okA || !okC {
-				return invalid("lineage of column %q: asset_key and column_name must be strings", col)
+			if !okC || !assetKeyValue(dep["asset_key"]) {
+				return invalid("lineage of column %q: asset_key must be a string or a list of strings, column_name a string", col)
 			}
 		}
 	}
@@ -255,4 +254,19 @@ func validateException(v any, depth int) error {
 		}
 	}
 	return nil
+}
+
+func assetKeyValue(v any) bool {
+	switch k := v.(type) {
+	case string:
+		return true
+	case []any:
+		for _, p := range k {
+			if _, ok := p.(string); !ok {
+				return false
+			}
+		}
+		return len(k) > 0
+	}
+	return false
 }

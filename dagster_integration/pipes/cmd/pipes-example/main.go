@@ -115,7 +115,7 @@ func allTypes() pipes.Metadata {
 				Constraints: &pipes.TableColumnConstraints{Nullable: true, Other: []string{"short"}}}},
 		),
 		"schema":   pipes.TableSchema([]pipes.TableColumn{{Name: "id", Type: "int", Tags: map[string]string{"pii": "no"}}}),
-		"lineage":  pipes.ColumnLineage(map[string][]pipes.TableColumnDep{"id": {{AssetKey: "upstream/table", ColumnName: "uid"}}}),
+		"lineage":  pipes.ColumnLineage(map[string][]pipes.TableColumnDep{"id": {{AssetKey: []string{"upstream", "table"}, ColumnName: "uid"}}}),
 		"inferred": pipes.Infer("inferred text"),
 	}
 }
