@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/schemas"
+)
+
+// Exit codes, the only ones raystep returns.
+const (
+	exitOK             = 0   // the Ray job SUCCEEDED (or the command did its work)
+	exitJobFailed      = 1   // the Ray job FAILED or was STOPPED
+	exitUsage          = 2   // bad usage or invalid spec: nothing was created
+	exitInfrastructure = 3   // API server, dashboard, provisioning, deadline
+	exitSIGINT         = 130 // cancelled by SIGINT, after teardown
+	exitSIGTERM        = 143 // cancelled by SIGTERM, after teardown
+)
+
+// signalError is the cause main gives the context when a signal arrives.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "received " + e.sig.String() }
+
+// usageError marks bad flags or arguments.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// exitRules is the table from errors to exit codes, checked in order: a
+// signal wins over the job outcome it interrupted, and an unknown error is
+// an infrastructure failure.
+var exitRules = []struct {
+	code  int
+	match func(error) bool
+}{
+	{exitUsage, func(err error) bool { return asType[*usageError](err) }},
+	{exitUsage, func(err error) bool { return asType[*schemas.ValidationErrors](err) }},
+	{exitJobFailed, func(err error) bool {
+		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)
+	}},
+	{exitInfrastructure, func(err error) bool { return errors.Is(err, runner.ErrInfrastructure) }},
+}
+
+// exitCode chooses the process exit code for the error a command returned,
+// in the one place raystep does so. ctx's cause tells SIGINT from SIGTERM.
+func exitCode(ctx context.Context, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if code, ok := signalCode(context.Cause(ctx)); ok {
+		return code
+	}
+	if code, ok := signalCode(err); ok {
+		return code
+	}
+	for _, r := range exitRules {
+		if r.match(err) {
+			return r.code
+		}
+	}
+	return exitInfrastructure
+}
+
+// signalCode maps a *signalError found in err to 128+signal.
+func signalCode(err error) (int, bool) {
+	var se *signalError
+	if err == nil || !errors.As(err, &se) {
+		return 0, false
+	}
+	if se.sig == syscall.SIGTERM {
+		return exitSIGTERM, true
+	}
+	return exitSIGINT, true
+}
+
+func asType[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/schemas"
+)
+
+// renderOptions are render's flags.
+type renderOptions struct {
+	file, output, namespace string
+	set                     []string
+	identity                kuberay.Options
+}
+
+func (a *app) renderCommand() *cobra.Command {
+	var o renderOptions
+	cmd := &cobra.Command{
+		Use:   "render -f SPEC [-o yaml|json]",
+		Short: "Print the KubeRay RayJob that run would create",
+		Long: `render validates the spec and prints the ray.io/v1 RayJob that
+"raystep run --backend kuberay" would create for it, byte for byte. The
+Dagster flags preview the name and labels a given step attempt gets.`,
+		Example: "  raystep render -f examples/ads_ranking/train.yaml --profile examples/platform.yaml -o json",
+		Args:    cobra.NoArgs,
+		PreRun:  a.begin,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.render(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "file", "f", "", "job spec to render (required)")
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
+	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
+	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	f.StringVar(&o.identity.DagsterRunID, "dagster-run-id", "", "Dagster run id the RayJob belongs to")
+	f.StringVar(&o.identity.StepKey, "step-key", "", "Dagster step key")
+	f.IntVar(&o.identity.RetryNumber, "retry-number", 0, "Dagster retry number")
+	f.StringVar(&o.identity.AssetKey, "asset-key", "", "Dagster asset key (parts joined with /)")
+	return cmd
+}
+
+func (a *app) render(cmd *cobra.Command, o renderOptions) error {
+	if o.file == "" {
+		return &usageError{errors.New("render: -f SPEC is required")}
+	}
+	if o.output != "yaml" && o.output != "json" {
+		return &usageError{fmt.Errorf("render: -o %q: want yaml or json", o.output)}
+	}
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return err
+	}
+	spec, err := schemas.Load(o.file, schemas.LoadOptions{Set: o.set, Profile: profile})
+	if err != nil {
+		return err
+	}
+	if ns := cmp(o.namespace, a.cfg.Namespace); ns != "" {
+		spec.Metadata.Namespace = ns
+	}
+	job, err := kuberay.Build(spec, profile, o.identity)
+	if err != nil {
+		return err
+	}
+	out, err := kuberay.Encode(job, o.output)
+	if err != nil {
+		return err
+	}
+	_, err = a.stdout.Write(out)
+	return err
+}
+
+// cmp returns the first non-empty string.
+func cmp(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

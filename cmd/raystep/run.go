@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sethvargo/go-envconfig"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/raystep/raystep/schemas"
+)
+
+// app carries what every command needs: streams, configuration and logger.
+// Tests build one with their own streams and lookuper.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// lookup reads RAYSTEP_* variables; tests use envconfig.MapLookuper.
+	lookup envconfig.Lookuper
+	cfg    *config
+	log    *zap.Logger
+	// started is set once a command's RunE begins, so errors before it
+	// (unknown commands, bad arguments) are usage errors.
+	started bool
+}
+
+// run is raystep's whole life after main: it parses args, runs one command
+// and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookup: envconfig.OsLookuper()}
+	return a.main(ctx, args)
+}
+
+func (a *app) main(ctx context.Context, args []string) int {
+	cfg, err := loadConfig(ctx, a.lookup)
+	if err != nil {
+		a.report(err)
+		return exitCode(ctx, err)
+	}
+	a.cfg = cfg
+	a.log = newLogger(cfg.LogLevel, a.stderr)
+	defer func() { _ = a.log.Sync() }()
+
+	root := a.rootCommand()
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	if err != nil && !a.started {
+		err = &usageError{err}
+	}
+	if err != nil {
+		a.report(err)
+	}
+	return exitCode(ctx, err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "raystep",
+		Short: "Run Ray training, evaluation and batch inference as Dagster steps",
+		Long: `raystep runs one Ray job as a Dagster step: it validates a job spec, brings
+up an ephemeral Ray cluster (KubeRay or local), submits the entrypoint, relays
+logs and metrics to Dagster and tears the cluster down.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.PersistentFlags().String("profile", "", "platform profile file (default $RAYSTEP_PROFILE, else the built-in profile)")
+	root.AddCommand(a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand())
+	return root
+}
+
+// begin marks the start of a command's own work.
+func (a *app) begin(cmd *cobra.Command, _ []string) { a.started = true }
+
+// profile loads the platform profile named by --profile, RAYSTEP_PROFILE or
+// nothing (the built-in one).
+func (a *app) profile(cmd *cobra.Command) (*schemas.Profile, error) {
+	file, _ := cmd.Flags().GetString("profile")
+	if file == "" {
+		file = a.cfg.Profile
+	}
+	if file == "" {
+		return schemas.DefaultProfile()
+	}
+	a.log.Debug("loading profile", zap.String("file", file))
+	return schemas.LoadProfile(file)
+}
+
+// report prints err for a person: validation problems one per line, others
+// prefixed with "raystep:".
+func (a *app) report(err error) {
+	var ve *schemas.ValidationErrors
+	if errors.As(err, &ve) {
+		fmt.Fprintln(a.stderr, ve.Error())
+		return
+	}
+	fmt.Fprintf(a.stderr, "raystep: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(a.stderr, "Run 'raystep --help' for usage.")
+	}
+}
+
+// newLogger builds raystep's one logger: human-readable, on stderr.
+func newLogger(level string, w io.Writer) *zap.Logger {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		lvl = zapcore.InfoLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.TimeKey = ""
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/schemas"
+)
+
+func (a *app) validateCommand() *cobra.Command {
+	var files, set []string
+	cmd := &cobra.Command{
+		Use:   "validate -f SPEC [-f SPEC]...",
+		Short: "Check job specs against the schema and the platform profile",
+		Long: `validate checks each spec against the job-spec schema, Kubernetes naming and
+quantity rules and the platform profile (GPU types, allowed images). Every
+problem is printed, one per line, as "FILE: /json/pointer: message"; the exit
+code is 2 when any spec is invalid.`,
+		Example: "  raystep validate -f examples/ads_ranking/train.yaml -f examples/ads_ranking/eval.yaml",
+		Args:    cobra.NoArgs,
+		PreRun:  a.begin,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return &usageError{errors.New("validate: at least one -f SPEC is required")}
+			}
+			profile, err := a.profile(cmd)
+			if err != nil {
+				return err
+			}
+			return a.validate(files, set, profile)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "job spec to check (repeatable)")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	return cmd
+}
+
+// validate loads every file and reports all problems of all files together.
+func (a *app) validate(files, set []string, profile *schemas.Profile) error {
+	all := &schemas.ValidationErrors{}
+	for _, f := range files {
+		_, err := schemas.Load(f, schemas.LoadOptions{Set: set, Profile: profile})
+		var ve *schemas.ValidationErrors
+		switch {
+		case errors.As(err, &ve):
+			all.Errors = append(all.Errors, ve.Errors...)
+		case err != nil:
+			return fmt.Errorf("validate %s: %w", f, err)
+		default:
+			fmt.Fprintf(a.stdout, "%s: ok\n", f)
+		}
+	}
+	if len(all.Errors) > 0 {
+		return all
+	}
+	return nil
+}

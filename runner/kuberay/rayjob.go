@@ -1,0 +1,174 @@
+package kuberay
+
+import (
+	"encoding/json"
+	"fmt"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/schemas"
+)
+
+// Label and annotation keys raystep puts on every RayJob (and its pods).
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByRaystep = "raystep"
+	LabelName        = "raystep.dev/name"
+	LabelOwner       = "raystep.dev/owner"
+	LabelKind        = "raystep.dev/kind"
+	LabelRunID       = "raystep.dev/dagster-run-id"
+	LabelStep        = "raystep.dev/dagster-step"
+	LabelRetry       = "raystep.dev/dagster-retry"
+	LabelAsset       = "raystep.dev/dagster-asset"
+
+	AnnotationStepKey  = "raystep.dev/dagster-step-key"
+	AnnotationAssetKey = "raystep.dev/dagster-asset-key"
+	AnnotationGPUs     = "raystep.dev/gpus"
+)
+
+// Options says which Dagster step a RayJob belongs to. All fields are
+// optional; outside Dagster they are empty.
+type Options struct {
+	DagsterRunID string
+	StepKey      string
+	RetryNumber  int
+	// AssetKey is Dagster's slash-joined asset key.
+	AssetKey string
+}
+
+// Name returns the RayJob's name, runner.StepID of the spec name and the
+// Dagster identity: "raystep-<name>-<hash>", at most 47 characters (KubeRay's
+// RayJob limit). The same step attempt always gets the same name, so a
+// restarted step finds its RayJob again, and `render` shows the name `run`
+// will use.
+func Name(spec *schemas.Spec, opts Options) string {
+	return runner.StepID(spec.Metadata.Name, opts.DagsterRunID, opts.StepKey, opts.RetryNumber)
+}
+
+// Build returns the RayJob that runs spec under profile: InteractiveMode (raystep
+// submits the entrypoint itself), deadlines from spec.timeouts, one head and
+// one worker group per spec worker, GPU placement and pod security from the
+// profile, and raystep's labels.
+func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.RayJob, error) {
+	if spec == nil || profile == nil {
+		return nil, fmt.Errorf("build RayJob: spec and profile are required")
+	}
+	s := spec.Spec
+	runtimeEnv, err := runtimeEnvYAML(s.RuntimeEnv)
+	if err != nil {
+		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
+	}
+	custom, err := entrypointResources(s.EntrypointResources.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
+	}
+	cluster, err := clusterSpec(spec, profile)
+	if err != nil {
+		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
+	}
+	shutdown := s.Teardown != schemas.TeardownNever
+	job := &rayv1.RayJob{
+		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        Name(spec, opts),
+			Namespace:   spec.Metadata.Namespace,
+			Labels:      jobLabels(spec, profile, opts),
+			Annotations: jobAnnotations(spec, opts),
+		},
+		Spec: rayv1.RayJobSpec{
+			Entrypoint:                s.Entrypoint,
+			RuntimeEnvYAML:            runtimeEnv,
+			SubmissionMode:            rayv1.InteractiveMode,
+			ShutdownAfterJobFinishes:  shutdown,
+			ActiveDeadlineSeconds:     seconds(s.Timeouts.Run),
+			PreRunningDeadlineSeconds: seconds(s.Timeouts.Provision),
+			EntrypointNumCpus:         float32(s.EntrypointResources.CPUs),
+			EntrypointNumGpus:         float32(s.EntrypointResources.GPUs),
+			EntrypointResources:       custom,
+			RayClusterSpec:            cluster,
+		},
+	}
+	if shutdown {
+		// KubeRay rejects a TTL without shutdownAfterJobFinishes.
+		job.Spec.TTLSecondsAfterFinished = *seconds(s.Timeouts.TTLAfterFinished)
+	}
+	return job, nil
+}
+
+// runtimeEnvYAML renders spec.runtimeEnv; working_dir is added at submit time.
+func runtimeEnvYAML(env map[string]any) (string, error) {
+	if len(env) == 0 {
+		return "", nil
+	}
+	out, err := yaml.Marshal(env)
+	if err != nil {
+		return "", fmt.Errorf("encode runtimeEnv: %w", err)
+	}
+	return string(out), nil
+}
+
+// entrypointResources renders custom resources as the JSON KubeRay expects.
+func entrypointResources(res map[string]float64) (string, error) {
+	if len(res) == 0 {
+		return "", nil
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return "", fmt.Errorf("encode entrypointResources: %w", err)
+	}
+	return string(out), nil
+}
+
+func clusterSpec(spec *schemas.Spec, profile *schemas.Profile) (*rayv1.RayClusterSpec, error) {
+	c := spec.Spec.Cluster
+	podLabels := podLabels(spec)
+	cs := &rayv1.RayClusterSpec{
+		RayVersion: c.RayVersion,
+		HeadGroupSpec: rayv1.HeadGroupSpec{
+			RayStartParams: map[string]string{},
+			Template: podTemplate(profile, podLabels, container("ray-head", c.Image, profile,
+				resources(c.Head.CPUs, c.Head.Memory, "", 0)), nil),
+		},
+	}
+	autoscale := false
+	for _, w := range c.Workers {
+		g, err := workerGroup(w, c.Image, profile, podLabels)
+		if err != nil {
+			return nil, err
+		}
+		cs.WorkerGroupSpecs = append(cs.WorkerGroupSpecs, g)
+		autoscale = autoscale || w.Autoscaling()
+	}
+	if autoscale {
+		cs.EnableInTreeAutoscaling = ptr(true)
+		cs.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(profile)}
+	}
+	return cs, nil
+}
+
+func workerGroup(w schemas.WorkerGroup, image string, profile *schemas.Profile, labels map[string]string) (rayv1.WorkerGroupSpec, error) {
+	var gpu *schemas.GPUType
+	if w.GPUType != "" {
+		gt, ok := profile.Spec.GPUTypes[w.GPUType]
+		if !ok {
+			return rayv1.WorkerGroupSpec{}, fmt.Errorf("worker group %s: gpuType %q is not in profile %s", w.Name, w.GPUType, profile.Metadata.Name)
+		}
+		gpu = &gt
+	}
+	gpuResource := ""
+	if gpu != nil {
+		gpuResource = gpu.ResourceName
+	}
+	ctr := container("ray-worker", image, profile, resources(w.CPUs, w.Memory, gpuResource, w.GPUsPerWorker))
+	return rayv1.WorkerGroupSpec{
+		GroupName:      w.Name,
+		Replicas:       ptr(w.Replicas),
+		MinReplicas:    ptr(w.MinReplicas),
+		MaxReplicas:    ptr(w.MaxReplicas),
+		RayStartParams: map[string]string{},
+		Template:       podTemplate(profile, labels, ctr, gpu),
+	}, nil
+}
