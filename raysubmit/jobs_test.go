@@ -1,0 +1,258 @@
+package raysubmit_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/raystep/raystep/raysubmit"
+)
+
+func TestVersion(t *testing.T) {
+	c := headClient(t)
+	v, err := c.Version(ctx(t))
+	if err != nil {
+		t.Fatalf("Version: %v", err)
+	}
+	if !strings.HasPrefix(v.RayVersion, "2.") {
+		t.Errorf("RayVersion = %q, want 2.x", v.RayVersion)
+	}
+}
+
+func TestJobOutcomes(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	exit3 := 3
+	exit0 := 0
+	tests := []struct {
+		name       string
+		entrypoint string
+		metadata   map[string]string
+		want       raysubmit.Status
+		wantExit   *int
+		wantMsg    string
+		wantLogs   string
+	}{
+		{
+			name:       "succeeds",
+			entrypoint: `python -c "print('all good')"`,
+			metadata:   map[string]string{"owner": "ads"},
+			want:       raysubmit.StatusSucceeded,
+			wantExit:   &exit0,
+			wantLogs:   "all good\n",
+		},
+		{
+			name:       "fails",
+			entrypoint: `python -c "import sys; print('about to fail'); sys.exit(3)"`,
+			want:       raysubmit.StatusFailed,
+			wantExit:   &exit3,
+			wantMsg:    "exit code 3",
+			wantLogs:   "about to fail\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id := submit(t, c, raysubmit.SubmitRequest{Entrypoint: tt.entrypoint, Metadata: tt.metadata})
+			var logs strings.Builder
+			if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+				t.Fatalf("Follow: %v", err)
+			}
+			d, err := c.Wait(ctx(t), id)
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			if d.Status != tt.want || !d.Status.Terminal() {
+				t.Errorf("status = %s, want %s (message %q)", d.Status, tt.want, d.Message)
+			}
+			if diff := cmp.Diff(tt.wantExit, d.DriverExitCode); diff != "" {
+				t.Errorf("driver exit code (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(d.Message, tt.wantMsg) {
+				t.Errorf("message = %q, want it to contain %q", d.Message, tt.wantMsg)
+			}
+			if diff := cmp.Diff(tt.wantLogs, driverOutput(t, logs.String())); diff != "" {
+				t.Errorf("followed logs (-want +got):\n%s", diff)
+			}
+			for k, v := range tt.metadata {
+				if d.Metadata[k] != v {
+					t.Errorf("metadata[%s] = %q, want %q", k, d.Metadata[k], v)
+				}
+			}
+			if d.Ended().Before(d.Started()) || d.Started().IsZero() {
+				t.Errorf("start %v, end %v: want start <= end", d.Started(), d.Ended())
+			}
+		})
+	}
+}
+
+func TestStopLongJob(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	id := submit(t, c, raysubmit.SubmitRequest{Entrypoint: `python -c "import time; print('sleeping', flush=True); time.sleep(600)"`})
+	waitStatus(t, c, id, raysubmit.StatusRunning)
+	stopped, err := c.Stop(ctx(t), id)
+	if err != nil || !stopped {
+		t.Fatalf("Stop = %v, %v; want true, nil", stopped, err)
+	}
+	d, err := c.Wait(ctx(t), id)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if d.Status != raysubmit.StatusStopped {
+		t.Errorf("status = %s, want STOPPED", d.Status)
+	}
+	if again, err := c.Stop(ctx(t), id); err != nil || again {
+		t.Errorf("second Stop = %v, %v; want false, nil", again, err)
+	}
+}
+
+func TestDeleteJob(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	id := submit(t, c, raysubmit.SubmitRequest{Entrypoint: `python -c "print(1)"`})
+	if _, err := c.Wait(ctx(t), id); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	deleted, err := c.Delete(ctx(t), id)
+	if err != nil || !deleted {
+		t.Fatalf("Delete = %v, %v; want true, nil", deleted, err)
+	}
+	if _, err := c.Get(ctx(t), id); !errors.Is(err, raysubmit.ErrNotFound) {
+		t.Errorf("Get after Delete: error = %v, want ErrNotFound", err)
+	}
+	jobs, err := c.List(ctx(t))
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, j := range jobs {
+		if j.SubmissionID == id {
+			t.Errorf("List still has deleted job %s", id)
+		}
+	}
+}
+
+func TestDeleteRunningJobRefused(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	id := submit(t, c, raysubmit.SubmitRequest{Entrypoint: `python -c "import time; time.sleep(600)"`})
+	_, err := c.Delete(ctx(t), id)
+	var apiErr *raysubmit.APIError
+	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Body, "non-terminal state") {
+		t.Errorf("Delete of a running job: error = %v, want an APIError saying the job is not terminal", err)
+	}
+}
+
+func TestDuplicateSubmissionAttaches(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	id := fmt.Sprintf("raystep-dup-%d", time.Now().UnixNano())
+	req := raysubmit.SubmitRequest{Entrypoint: `python -c "print('only once')"`, SubmissionID: id}
+	submit(t, c, req)
+	_, err := c.Submit(ctx(t), req)
+	if !errors.Is(err, raysubmit.ErrAlreadySubmitted) {
+		t.Fatalf("second Submit: error = %v, want ErrAlreadySubmitted", err)
+	}
+	var logs strings.Builder
+	if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+		t.Fatalf("attach with Follow: %v", err)
+	}
+	d, err := c.Wait(ctx(t), id)
+	if err != nil || d.Status != raysubmit.StatusSucceeded {
+		t.Fatalf("attach with Wait = %v, %v; want SUCCEEDED", d, err)
+	}
+	if diff := cmp.Diff("only once\n", driverOutput(t, logs.String())); diff != "" {
+		t.Errorf("logs (-want +got):\n%s", diff)
+	}
+}
+
+func TestUnknownJob(t *testing.T) {
+	c := headClient(t)
+	if _, err := c.Get(ctx(t), "raystep-no-such-job"); !errors.Is(err, raysubmit.ErrNotFound) {
+		t.Errorf("Get: error = %v, want ErrNotFound", err)
+	}
+	if _, err := c.Follow(ctx(t), "raystep-no-such-job", &strings.Builder{}); !errors.Is(err, raysubmit.ErrNotFound) {
+		t.Errorf("Follow: error = %v, want ErrNotFound", err)
+	}
+}
+
+func TestWorkingDirImport(t *testing.T) {
+	t.Parallel()
+	c := headClient(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"helper_mod.py":      "GREETING = 'hello from the working dir'\n",
+		"main.py":            "import os, helper_mod\nprint(helper_mod.GREETING)\nprint(sorted(os.listdir('.')))\n",
+		".gitignore":         "ignored_by_git.txt\n",
+		"ignored_by_git.txt": "secret\n",
+		"skipme/big.bin":     "not uploaded\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uri, err := c.UploadWorkingDir(ctx(t), dir, raysubmit.PackageOptions{Excludes: []string{"skipme/"}})
+	if err != nil {
+		t.Fatalf("UploadWorkingDir: %v", err)
+	}
+	if !strings.HasPrefix(uri, "gcs://_ray_pkg_") || !strings.HasSuffix(uri, ".zip") {
+		t.Errorf("URI = %q, want gcs://_ray_pkg_<hash>.zip", uri)
+	}
+	id := submit(t, c, raysubmit.SubmitRequest{
+		Entrypoint: "python main.py",
+		RuntimeEnv: map[string]any{"working_dir": uri},
+	})
+	var logs strings.Builder
+	if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	want := "hello from the working dir\n['.gitignore', 'helper_mod.py', 'main.py']\n"
+	if diff := cmp.Diff(want, driverOutput(t, logs.String())); diff != "" {
+		t.Errorf("job output (-want +got):\n%s", diff)
+	}
+}
+
+// waitStatus polls until the job reaches want.
+func waitStatus(t *testing.T, c *raysubmit.Client, id string, want raysubmit.Status) {
+	t.Helper()
+	for {
+		d, err := c.Get(ctx(t), id)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if d.Status == want {
+			return
+		}
+		if d.Status.Terminal() {
+			t.Fatalf("job %s is %s (%s), want %s", id, d.Status, d.Message, want)
+		}
+		select {
+		case <-ctx(t).Done():
+			t.Fatalf("job %s still %s", id, d.Status)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// driverOutput returns what the entrypoint printed: Ray's job log starts
+// with its own lines, up to "Running entrypoint for job ...".
+func driverOutput(t *testing.T, log string) string {
+	t.Helper()
+	const marker = "Running entrypoint for job "
+	i := strings.Index(log, marker)
+	if i < 0 {
+		t.Fatalf("job log has no %q line:\n%s", marker, log)
+	}
+	rest := log[i:]
+	return rest[strings.IndexByte(rest, '\n')+1:]
+}
