@@ -1,0 +1,207 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+)
+
+// provision creates (or finds) the cluster and waits until it is ready.
+// Infrastructure failures the cluster reports from then on cancel the step
+// through fail.
+func (s *state) provision(ctx context.Context, fail context.CancelCauseFunc) error {
+	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, Step: s.step})
+	if cl != nil {
+		s.cluster = cl
+		s.watch(ctx, fail)
+	}
+	if err != nil {
+		return fmt.Errorf("provision %s cluster %s: %w", s.r.Backend.Name(), s.id, err)
+	}
+	if cl == nil {
+		return fmt.Errorf("provision %s cluster %s: backend returned no cluster", s.r.Backend.Name(), s.id)
+	}
+	if err := cl.Ready(ctx); err != nil {
+		return fmt.Errorf("wait for cluster %s: %w", cl.Name(), err)
+	}
+	s.note(PhaseProvision, "cluster %s ready", cl.Name())
+	return nil
+}
+
+// watch cancels the step with the first failure the cluster reports.
+func (s *state) watch(ctx context.Context, fail context.CancelCauseFunc) {
+	ch := s.cluster.Failures()
+	if ch == nil {
+		return
+	}
+	go func() {
+		select {
+		case err, ok := <-ch:
+			if ok && err != nil {
+				fail(&InfraError{Err: fmt.Errorf("cluster failed: %w", err)})
+			}
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// dashboard reaches the dashboard and connects the Jobs API client.
+func (s *state) dashboard(ctx context.Context) error {
+	d, err := s.cluster.Dashboard(ctx)
+	if err != nil {
+		return fmt.Errorf("reach dashboard of %s: %w", s.cluster.Name(), err)
+	}
+	jobs, err := s.r.Connect(ctx, d)
+	if err != nil {
+		return fmt.Errorf("connect to dashboard %s: %w", d.shownURL(), err)
+	}
+	s.dash, s.jobs = d, jobs
+	s.note(PhaseDashboard, "dashboard %s", d.shownURL())
+	return nil
+}
+
+// upload packages the working directory, when the step has one.
+func (s *state) upload(ctx context.Context) error {
+	if s.step.WorkingDir == "" {
+		return nil
+	}
+	uri, err := s.jobs.UploadWorkingDir(ctx, s.step.WorkingDir)
+	if err != nil {
+		return fmt.Errorf("upload working dir %s: %w", s.step.WorkingDir, err)
+	}
+	s.uri = uri
+	s.note(PhaseUpload, "working dir %s uploaded as %s", s.step.WorkingDir, uri)
+	return nil
+}
+
+// submit submits the job under the step's id, or attaches to the job a
+// previous attempt submitted, and records it on the cluster.
+func (s *state) submit(ctx context.Context) error {
+	env, err := s.runtimeEnv()
+	if err != nil {
+		return err
+	}
+	req := JobRequest{
+		SubmissionID: s.id,
+		Entrypoint:   s.step.Entrypoint,
+		RuntimeEnv:   env,
+		Metadata:     s.jobMetadata(),
+		Resources:    s.step.Resources,
+	}
+	s.submitted = true
+	_, err = s.jobs.Submit(ctx, req)
+	switch {
+	case errors.Is(err, ErrAlreadySubmitted):
+		s.attached = true
+		s.note(PhaseSubmit, "job %s was already submitted: attaching", s.id)
+	case err != nil:
+		return fmt.Errorf("submit job %s: %w", s.id, err)
+	default:
+		s.note(PhaseSubmit, "job %s submitted", s.id)
+	}
+	if err := s.cluster.SetJobID(ctx, s.id); err != nil {
+		return fmt.Errorf("record job %s on cluster %s: %w", s.id, s.cluster.Name(), err)
+	}
+	return nil
+}
+
+// runtimeEnv is the spec's runtime_env with the uploaded working_dir and the
+// Pipes bootstrap merged into env_vars (the bootstrap wins).
+func (s *state) runtimeEnv() (map[string]any, error) {
+	env := maps.Clone(s.step.RuntimeEnv)
+	if env == nil {
+		env = map[string]any{}
+	}
+	vars := map[string]any{}
+	switch v := env["env_vars"].(type) {
+	case map[string]any:
+		maps.Copy(vars, v)
+	case map[string]string:
+		for k, val := range v {
+			vars[k] = val
+		}
+	}
+	boot, err := s.bootstrap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range boot {
+		vars[k] = v
+	}
+	if len(vars) > 0 {
+		env["env_vars"] = vars
+	}
+	if s.uri != "" {
+		env["working_dir"] = s.uri
+	}
+	return env, nil
+}
+
+// The environment variables that bootstrap Pipes in the driver.
+const (
+	EnvPipesContext  = "DAGSTER_PIPES_CONTEXT"
+	EnvPipesMessages = "DAGSTER_PIPES_MESSAGES"
+)
+
+// bootstrap returns the driver's Pipes environment: the context inline and
+// messages on stdout, where the relay finds them in the job's log.
+func (s *state) bootstrap() (map[string]string, error) {
+	if s.r.EncodeBootstrap == nil {
+		return nil, nil
+	}
+	payload, err := s.contextPayload()
+	if err != nil {
+		return nil, err
+	}
+	ctxParam, err := s.r.EncodeBootstrap(map[string]any{"data": payload})
+	if err != nil {
+		return nil, fmt.Errorf("encode pipes context: %w", err)
+	}
+	msgParam, err := s.r.EncodeBootstrap(map[string]any{"stdio": "stdout"})
+	if err != nil {
+		return nil, fmt.Errorf("encode pipes messages: %w", err)
+	}
+	return map[string]string{EnvPipesContext: ctxParam, EnvPipesMessages: msgParam}, nil
+}
+
+// contextPayload is Dagster's context as received or, standalone, one of
+// raystep's own with every key Pipes expects.
+func (s *state) contextPayload() (json.RawMessage, error) {
+	if s.step.Dagster.Context != nil {
+		return s.step.Dagster.Context, nil
+	}
+	raw, err := json.Marshal(map[string]any{
+		"asset_keys":                s.step.Dagster.AssetKeys,
+		"code_version_by_asset_key": nil,
+		"provenance_by_asset_key":   nil,
+		"partition_key":             nil,
+		"partition_key_range":       nil,
+		"partition_time_window":     nil,
+		"run_id":                    s.runID,
+		"job_name":                  nil,
+		"retry_number":              s.step.Dagster.RetryNumber,
+		"extras":                    map[string]any{},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build pipes context: %w", err)
+	}
+	return raw, nil
+}
+
+// jobMetadata labels the Ray job with the step it belongs to.
+func (s *state) jobMetadata() map[string]string {
+	m := map[string]string{
+		"raystep.dev/step-id":      s.id,
+		"raystep.dev/spec":         s.step.Name,
+		"raystep.dev/dagster-run":  s.runID,
+		"raystep.dev/dagster-step": s.step.Dagster.stepKey(),
+		"raystep.dev/retry":        strconv.Itoa(s.step.Dagster.RetryNumber),
+	}
+	if s.step.Kind != "" {
+		m["raystep.dev/kind"] = s.step.Kind
+	}
+	return m
+}

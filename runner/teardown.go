@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// teardownGrace is how long a teardown call may still run once its bound
+// expired or the user aborted, so a deletion already on its way is sent.
+const teardownGrace = 5 * time.Second
+
+// finish ends the step on every path: stop the job if it may still run,
+// tear the cluster down as the policy says, report the materialization,
+// close the session. It runs on a context the caller's cancellation does
+// not reach, bounded by TeardownTimeout.
+func (s *state) finish(ctx context.Context, err error) error {
+	s.finished = true
+	tctx, cancel := s.teardownContext(ctx)
+	defer cancel()
+	start := s.clock.Now()
+	terr := errors.Join(s.stopJob(tctx), s.teardownCluster(tctx, err))
+	s.record(PhaseTeardown, s.clock.Now().Sub(start))
+	if terr != nil {
+		err = errors.Join(err, &InfraError{Phase: PhaseTeardown, Err: terr})
+	}
+	s.report(err)
+	if err == nil && s.sendErr != nil {
+		err = &InfraError{Phase: PhaseReport, Err: s.sendErr}
+	}
+	if cerr := s.close(err); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// teardownContext is ctx without its cancellation, bounded by
+// TeardownTimeout and cancelled early when Abort closes.
+func (s *state) teardownContext(ctx context.Context) (context.Context, func()) {
+	cause := fmt.Errorf("teardown took longer than %s", s.r.TeardownTimeout)
+	tctx, stop := s.bound(context.WithoutCancel(ctx), s.r.TeardownTimeout, cause)
+	tctx, cancel := context.WithCancelCause(tctx)
+	done := make(chan struct{})
+	if s.r.Abort != nil {
+		go func() {
+			select {
+			case <-s.r.Abort:
+				cancel(errors.New("teardown aborted by a second signal"))
+			case <-done:
+			}
+		}()
+	}
+	return tctx, func() { close(done); cancel(nil); stop() }
+}
+
+// stopJob stops the Ray job unless it is known to have ended, and waits a
+// little for it to end. A job that never existed is fine.
+func (s *state) stopJob(ctx context.Context) error {
+	if !s.submitted || s.jobs == nil || s.info.Status.Terminal() {
+		return nil
+	}
+	var stopped bool
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		stopped, err = s.jobs.Stop(ctx, s.id)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stop ray job %s: %w", s.id, err)
+	case stopped:
+		s.note(PhaseTeardown, "stopping job %s", s.id)
+	}
+	return s.awaitStopped(ctx)
+}
+
+// awaitStopped polls the job until it ended, within StopTimeout.
+func (s *state) awaitStopped(ctx context.Context) error {
+	ctx, stop := s.bound(ctx, s.r.StopTimeout, fmt.Errorf("job did not stop within %s", s.r.StopTimeout))
+	defer stop()
+	for {
+		info, err := s.jobs.Get(ctx, s.id)
+		if err == nil {
+			s.info = info
+			if info.Status.Terminal() {
+				return nil
+			}
+		}
+		if ctx.Err() == nil {
+			err = sleep(ctx, s.clock, s.r.PollInterval)
+		}
+		if ctx.Err() != nil {
+			s.warn(PhaseTeardown, "job %s still %s: %v", s.id, s.info.Status, context.Cause(ctx))
+			return nil
+		}
+	}
+}
+
+// teardownCluster deletes the cluster or, as the policy says, keeps it.
+func (s *state) teardownCluster(ctx context.Context, stepErr error) error {
+	if s.cluster == nil {
+		return nil
+	}
+	s.kept = s.step.Teardown.keep(stepErr)
+	err := s.bounded(ctx, func(ctx context.Context) error { return s.cluster.Teardown(ctx, s.kept) })
+	if err != nil {
+		return fmt.Errorf("tear down cluster %s: %w", s.cluster.Name(), err)
+	}
+	if s.kept {
+		s.warn(PhaseTeardown, "cluster %s kept (teardown: %s); dashboard %s", s.cluster.Name(), s.step.Teardown, s.dash.shownURL())
+	} else {
+		s.note(PhaseTeardown, "cluster %s deleted", s.cluster.Name())
+	}
+	return nil
+}
+
+// bounded calls fn and returns its error, or gives up teardownGrace after
+// ctx ended if fn ignores ctx: a hanging backend must not hang the step.
+func (s *state) bounded(ctx context.Context, fn func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := make(chan struct{})
+	stop := s.clock.AfterFunc(teardownGrace, func() { close(grace) })
+	defer stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace:
+		return fmt.Errorf("gave up waiting: %w", context.Cause(ctx))
+	}
+}
