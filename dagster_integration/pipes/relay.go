@@ -170,6 +170,21 @@ func candidate(line []byte) bool {
 	return false
 }
 
+// looksLikeMessage tells whether the start of an over-long line is, or may
+// be, a Pipes message: '{' then the protocol key, or the beginning of it
+// (Python's writer puts that key first).
+func looksLikeMessage(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r")
+	if len(head) == 0 || head[0] != '{' {
+		return false
+	}
+	if bytes.Contains(head, versionToken) {
+		return true
+	}
+	rest := bytes.TrimLeft(head[1:], " \t\r\n")
+	return bytes.HasPrefix(versionToken, rest)
+}
+
 // line handles one complete line (newline included, if any).
 func (r *Relay) line(b []byte) error {
 	if !candidate(b) {
@@ -201,7 +216,7 @@ func (r *Relay) line(b []byte) error {
 }
 
 func (r *Relay) warnLong(head []byte) {
-	if candidate(head) || (len(head) > 0 && bytes.Contains(head, versionToken)) {
+	if looksLikeMessage(head) {
 		r.warn(fmt.Sprintf("pipes relay: a Pipes message longer than %d bytes was passed through as text", r.max()))
 	}
 }
