@@ -1,0 +1,5 @@
+package schemas
+
+import "encoding/json"
+
+func jsonNum(s string) json.Number { return json.Number(s) }

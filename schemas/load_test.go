@@ -1,0 +1,184 @@
+package schemas
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected error files in testdata/invalid")
+
+// exampleProfiles are the profiles every example must pass.
+func exampleProfiles(t testing.TB) map[string]*Profile {
+	t.Helper()
+	def, err := DefaultProfile()
+	if err != nil {
+		t.Fatalf("DefaultProfile: %v", err)
+	}
+	platform, err := LoadProfile("../examples/platform.yaml")
+	if err != nil {
+		t.Fatalf("LoadProfile: %v", err)
+	}
+	return map[string]*Profile{"builtin": def, "platform": platform}
+}
+
+func TestExamplesAreValid(t *testing.T) {
+	t.Parallel()
+	specs, err := filepath.Glob("../examples/*/*.yaml")
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("no example specs found: %v", err)
+	}
+	for _, file := range specs {
+		if isProfile(t, file) {
+			continue
+		}
+		for name, p := range exampleProfiles(t) {
+			t.Run(filepath.Base(file)+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				if _, err := Load(file, LoadOptions{Profile: p}); err != nil {
+					t.Errorf("Load(%s) = %v", file, err)
+				}
+			})
+		}
+	}
+}
+
+// isProfile reports whether file is a profile rather than a job spec.
+func isProfile(t *testing.T, file string) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), "kind: PlatformProfile")
+}
+
+func TestInvalidFixtures(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/invalid/*.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		if strings.HasSuffix(file, ".errors") {
+			continue
+		}
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(file, LoadOptions{})
+			var ve *ValidationErrors
+			if !errors.As(err, &ve) {
+				t.Fatalf("Load(%s) = %v, want *ValidationErrors", file, err)
+			}
+			got := ve.Error() + "\n"
+			golden := strings.TrimSuffix(file, filepath.Ext(file)) + ".errors"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read %s (run go test -update): %v", golden, err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("errors for %s (-want +got):\n%s", file, diff)
+			}
+		})
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	src := `apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata: {name: tiny, owner: me}
+spec:
+  kind: eval
+  entrypoint: python x.py
+  workingDir: .
+  cluster:
+    rayVersion: "2.60.0"
+    image: rayproject/ray:2.60.0
+    workers:
+      - {name: cpu, cpus: 1, memory: 1Gi}
+      - {name: auto, minReplicas: 0, maxReplicas: 3, cpus: 1, memory: 1Gi}
+      - {name: gpu, gpuType: l4, cpus: 1, memory: 1Gi}
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "spec.yaml")
+	spec, err := Parse(file, []byte(src), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type summary struct {
+		Namespace, WorkingDir, Teardown, HeadCPU, HeadMemory string
+		Provision, Run, TTL                                  time.Duration
+		Workers                                              [][4]int32
+	}
+	got := summary{
+		Namespace: spec.Metadata.Namespace, WorkingDir: spec.Spec.WorkingDir, Teardown: string(spec.Spec.Teardown),
+		HeadCPU: spec.Spec.Cluster.Head.CPUs.String(), HeadMemory: spec.Spec.Cluster.Head.Memory.String(),
+		Provision: spec.Spec.Timeouts.Provision, Run: spec.Spec.Timeouts.Run, TTL: spec.Spec.Timeouts.TTLAfterFinished,
+	}
+	for _, w := range spec.Spec.Cluster.Workers {
+		got.Workers = append(got.Workers, [4]int32{w.Replicas, w.MinReplicas, w.MaxReplicas, w.GPUsPerWorker})
+	}
+	want := summary{
+		Namespace: "default", WorkingDir: dir, Teardown: "always", HeadCPU: "2", HeadMemory: "4Gi",
+		Provision: 15 * time.Minute, Run: 24 * time.Hour, TTL: 10 * time.Minute,
+		Workers: [][4]int32{{1, 1, 1, 0}, {0, 0, 3, 0}, {1, 1, 1, 1}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load("testdata/nope.yaml", LoadOptions{})
+	want := "testdata/nope.yaml: /: cannot read the file: it does not exist"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load = %v, want %q", err, want)
+	}
+}
+
+func TestErrorPositions(t *testing.T) {
+	t.Parallel()
+	_, err := Load("testdata/invalid/three_mistakes.yaml", LoadOptions{})
+	var ve *ValidationErrors
+	if !errors.As(err, &ve) {
+		t.Fatalf("Load = %v", err)
+	}
+	var got [][2]int
+	for _, e := range ve.Errors {
+		got = append(got, [2]int{e.Line, e.Column})
+	}
+	want := [][2]int{{4, 3}, {15, 9}, {19, 5}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("positions (-want +got):\n%s", diff)
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	data, err := os.ReadFile("../examples/ads_ranking/train.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := DefaultProfile()
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := "../examples/ads_ranking/train.yaml"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(file, data, LoadOptions{Profile: p}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

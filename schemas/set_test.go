@@ -1,0 +1,89 @@
+package schemas
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestApplySet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		set     []string
+		want    any
+		wantErr string
+	}{
+		{
+			name: "string map keeps text",
+			set:  []string{"spec.runtimeEnv.env_vars.THRESHOLD=0.75"},
+			want: map[string]any{"spec": map[string]any{"runtimeEnv": map[string]any{"env_vars": map[string]any{"THRESHOLD": "0.75"}}}},
+		},
+		{
+			name: "numbers and lists parse as YAML",
+			set:  []string{"spec.workers=[1, a]", "spec.n=3"},
+			want: map[string]any{"spec": map[string]any{"workers": []any{jsonNum("1"), "a"}, "n": jsonNum("3")}},
+		},
+		{
+			name: "list index",
+			set:  []string{"spec.workers=[{replicas: 1}]", "spec.workers.0.replicas=4"},
+			want: map[string]any{"spec": map[string]any{"workers": []any{map[string]any{"replicas": jsonNum("4")}}}},
+		},
+		{
+			name:    "no equals",
+			set:     []string{"spec.run"},
+			wantErr: `--set: /: "spec.run": expected path=value, e.g. spec.timeouts.run=10m`,
+		},
+		{
+			name:    "through a scalar",
+			set:     []string{"a=1", "a.b=2"},
+			wantErr: `--set: /a/b: cannot set "a.b": "a" is not a map or list`,
+		},
+		{
+			name:    "bad index",
+			set:     []string{"l=[1]", "l.5=2"},
+			wantErr: `--set: /l/5: cannot set "l.5": "5" is not an index of a list of 1 items`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ApplySet(nil, tt.set)
+			if tt.wantErr != "" {
+				var ve *ValidationErrors
+				if !errors.As(err, &ve) || err.Error() != tt.wantErr {
+					t.Fatalf("ApplySet error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ApplySet (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadWithSet(t *testing.T) {
+	t.Parallel()
+	spec, err := Load("../examples/ads_ranking/eval.yaml", LoadOptions{Set: []string{
+		"spec.timeouts.run=30m",
+		"spec.runtimeEnv.env_vars.ADS_AUC_THRESHOLD=0.75",
+		"spec.cluster.workers.0.replicas=1",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{spec.Spec.Timeouts.Run.String(), spec.Spec.RuntimeEnv["env_vars"].(map[string]any)["ADS_AUC_THRESHOLD"]}
+	if diff := cmp.Diff([]any{"30m0s", "0.75"}, got); diff != "" {
+		t.Errorf("overrides (-want +got):\n%s", diff)
+	}
+	_, err = Load("../examples/ads_ranking/eval.yaml", LoadOptions{Set: []string{"spec.teardown=sometimes"}})
+	want := `../examples/ads_ranking/eval.yaml: /spec/teardown: value must be one of 'always', 'on_success', 'never'`
+	if err == nil || err.Error() != want {
+		t.Errorf("invalid override: got %v, want %q", err, want)
+	}
+}
