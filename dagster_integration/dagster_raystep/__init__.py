@@ -1,0 +1,35 @@
+"""dagster-raystep: run Ray training, evaluation and batch-inference steps from Dagster.
+
+`RaystepResource` runs the raystep binary (`raystep run -f SPEC --set path=value ...`) through
+Dagster Pipes; `raystep_asset` and `raystep_asset_check` turn a job spec into an asset or an
+asset check. raystep provisions the Ray cluster, relays the Ray driver's logs, metrics and checks
+to Dagster, and tears the cluster down.
+"""
+
+from dagster_raystep.assets import (
+    DEFAULT_RESOURCE_KEY,
+    RaystepRunConfig,
+    raystep_asset,
+    raystep_asset_check,
+)
+from dagster_raystep.resource import (
+    EXIT_CODES,
+    RAYSTEP_BIN_ENV,
+    OverrideValue,
+    RaystepError,
+    RaystepResource,
+    format_overrides,
+)
+
+__all__ = [
+    "DEFAULT_RESOURCE_KEY",
+    "EXIT_CODES",
+    "RAYSTEP_BIN_ENV",
+    "OverrideValue",
+    "RaystepError",
+    "RaystepResource",
+    "RaystepRunConfig",
+    "format_overrides",
+    "raystep_asset",
+    "raystep_asset_check",
+]

@@ -1,0 +1,220 @@
+"""The raystep resource: runs `raystep run` as a Dagster Pipes subprocess and returns its results.
+
+raystep itself speaks Pipes: it relays the Ray driver's logs, materializations and asset checks
+and adds its own metadata (`raystep/...` keys). This module only builds the command line, starts
+it through Dagster's `PipesSubprocessClient` and turns raystep's exit code into a step failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster._core.errors import DagsterPipesExecutionError
+from pydantic import Field
+
+RAYSTEP_BIN_ENV = "RAYSTEP_BIN"
+"""RAYSTEP_BIN_ENV names the environment variable that points at the raystep binary."""
+
+EXIT_CODES: Mapping[int, str] = {
+    1: "the Ray job FAILED or was STOPPED",
+    2: "bad usage or an invalid spec; nothing was created",
+    3: "infrastructure failure (cluster, dashboard, provisioning or deadline)",
+    130: "cancelled by SIGINT, after teardown",
+    143: "cancelled by SIGTERM, after teardown",
+}
+"""EXIT_CODES explains raystep's non-zero exit codes."""
+
+BACKENDS = ("local", "kuberay")
+"""BACKENDS are the values of `raystep run --backend`."""
+
+OverrideValue = str | int | float | bool
+"""OverrideValue is a scalar that `--set path=value` accepts."""
+
+AnyContext = (
+    dg.AssetExecutionContext | dg.OpExecutionContext | dg.AssetCheckExecutionContext
+)
+"""AnyContext is the execution context of an asset, op or asset check."""
+
+_EXIT_CODE = re.compile(r"failed with code (-?\d+)")
+
+
+class RaystepError(dg.Failure):
+    """RaystepError fails a step whose `raystep run` exited non-zero, carrying the exit code."""
+
+    def __init__(self, spec: str, exit_code: int | None) -> None:
+        meaning = EXIT_CODES.get(exit_code or 0, "unexpected exit code")
+        super().__init__(
+            description=(
+                f"raystep run -f {spec} exited with code {exit_code}: {meaning}. "
+                "raystep's error and the Ray job's log are in this step's events and logs."
+            ),
+            metadata={
+                "raystep/exit_code": -1 if exit_code is None else exit_code,
+                "raystep/spec": dg.MetadataValue.path(spec),
+            },
+            # An invalid spec fails the same way on every retry.
+            allow_retries=exit_code != 2,
+        )
+        self.exit_code = exit_code
+
+
+def format_overrides(overrides: Mapping[str, OverrideValue] | None) -> list[str]:
+    """Return the `--set path=value` arguments for overrides, in the order given.
+
+    Paths are dotted paths into the spec (`spec.timeouts.run`). Booleans are written as YAML's
+    `true` / `false`, other values with `str()`.
+    """
+    args: list[str] = []
+    for path, value in (overrides or {}).items():
+        if not path or "=" in path or "" in path.split("."):
+            msg = f"invalid raystep override path {path!r}: want a dotted path like spec.timeouts.run"
+            raise ValueError(msg)
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        args += ["--set", f"{path}={text}"]
+    return args
+
+
+class RaystepResource(dg.ConfigurableResource):
+    """RaystepResource runs `raystep run -f SPEC` for an asset, asset check or op.
+
+    raystep is started through Dagster's `PipesSubprocessClient`, so the Ray driver's logs,
+    materializations and asset checks arrive in Dagster as they happen; `run` returns the
+    completed invocation, whose `get_results()` an asset returns. A non-zero exit fails the step
+    with a `RaystepError` that says what the exit code means.
+    """
+
+    binary: str | None = Field(
+        default=None,
+        description=f"Path or name of the raystep binary; default ${RAYSTEP_BIN_ENV}, else `raystep` on PATH.",
+    )
+    backend: str | None = Field(
+        default=None,
+        description="`--backend`: local or kuberay; default RAYSTEP_BACKEND, else local.",
+    )
+    profile: str | None = Field(
+        default=None, description="`--profile`: the platform profile file."
+    )
+    namespace: str | None = Field(
+        default=None, description="`--namespace` for the kuberay backend."
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="RAY_ADDRESS for the local backend: use this running Ray cluster.",
+    )
+    overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="`--set path=value` applied to every run, before the step's own overrides.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment for raystep."
+    )
+    cwd: str | None = Field(
+        default=None, description="Working directory of the raystep process."
+    )
+    termination_timeout_seconds: float = Field(
+        default=120.0,
+        description="How long a cancelled run waits for raystep to tear its cluster down.",
+    )
+
+    def resolve_binary(self) -> str:
+        """Return the raystep executable to run, or raise a clear error when there is none."""
+        candidate = self.binary or os.environ.get(RAYSTEP_BIN_ENV) or "raystep"
+        if os.sep in candidate:
+            if not os.access(candidate, os.X_OK) or not Path(candidate).is_file():
+                msg = f"raystep binary {candidate} is missing or not executable (build it with `make build`)"
+                raise dg.DagsterInvariantViolationError(msg)
+            return candidate
+        found = shutil.which(candidate)
+        if found is None:
+            msg = (
+                f"{candidate!r} is not on PATH: install raystep, or set the resource's `binary` "
+                f"or ${RAYSTEP_BIN_ENV} to its path"
+            )
+            raise dg.DagsterInvariantViolationError(msg)
+        return found
+
+    def command(
+        self,
+        spec: str | os.PathLike[str],
+        overrides: Mapping[str, OverrideValue] | None = None,
+    ) -> list[str]:
+        """Return the `raystep run` command line for spec with the resource's and these overrides."""
+        args = [self.resolve_binary(), "run", "-f", os.fspath(spec)]
+        if self.backend:
+            if self.backend not in BACKENDS:
+                msg = f"unknown raystep backend {self.backend!r}: want one of {', '.join(BACKENDS)}"
+                raise ValueError(msg)
+            args += ["--backend", self.backend]
+        if self.namespace:
+            args += ["--namespace", self.namespace]
+        if self.profile:
+            args += ["--profile", self.profile]
+        return args + format_overrides({**self.overrides, **(overrides or {})})
+
+    def environment(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return the environment raystep gets on top of Dagster's own."""
+        merged = {**self.env, **(env or {})}
+        if self.ray_address:
+            merged["RAY_ADDRESS"] = self.ray_address
+        return merged
+
+    def run(
+        self,
+        context: AnyContext,
+        spec: str | os.PathLike[str],
+        *,
+        overrides: Mapping[str, OverrideValue] | None = None,
+        extras: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> dg.PipesClientCompletedInvocation:
+        """Run the spec through Pipes and return the completed invocation.
+
+        The Pipes extras tell the Ray driver which asset checks this step runs
+        (`asset_checks`: a list of `{"asset_key", "check_name"}`), plus any extras given here.
+        """
+        op_context = (
+            context.op_execution_context
+            if isinstance(context, dg.AssetCheckExecutionContext)
+            else context
+        )
+        command = self.command(spec, overrides)
+        op_context.log.info(f"raystep: {' '.join(command)}")
+        client = dg.PipesSubprocessClient(
+            cwd=self.cwd, termination_timeout_seconds=self.termination_timeout_seconds
+        )
+        try:
+            return client.run(
+                context=op_context,
+                command=command,
+                extras={**_check_extras(op_context), **(extras or {})},
+                env=self.environment(env),
+            )
+        except DagsterPipesExecutionError as err:
+            match = _EXIT_CODE.search(str(err))
+            raise RaystepError(
+                os.fspath(spec), int(match.group(1)) if match else None
+            ) from err
+
+
+def _check_extras(
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
+) -> dict[str, Any]:
+    """Return the selected asset checks as Pipes extras (empty when the step runs none)."""
+    keys = sorted(
+        context.selected_asset_check_keys,
+        key=lambda k: (k.asset_key.to_user_string(), k.name),
+    )
+    if not keys:
+        return {}
+    return {
+        "asset_checks": [
+            {"asset_key": k.asset_key.to_escaped_user_string(), "check_name": k.name}
+            for k in keys
+        ]
+    }

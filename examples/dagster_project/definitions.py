@@ -1,0 +1,81 @@
+"""Dagster definitions for the ads_ranking example: train, evaluate and score on Ray with raystep.
+
+Load with `dagster dev -f examples/dagster_project/definitions.py` (or `-m definitions` with
+`-d examples/dagster_project`). Each asset and the AUC check run one spec in
+examples/ads_ranking/ through `raystep run`, on the embedded local Ray by default.
+
+- `ads_ranking_model`: trains the click model (train.yaml).
+- `auc_above_threshold` on `ads_ranking_model`: evaluates it on held-out data (eval.yaml);
+  blocking, so a model below the AUC bar never reaches batch inference in the same run.
+- `ads_ranking_predictions`: scores a batch with the model (batch_inference.yaml).
+- `ads_ranking_daily`: the three of them, retrained every day at 03:00 UTC.
+
+The raystep binary is $RAYSTEP_BIN, else the repository's bin/raystep (`make build`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from dagster_raystep import RaystepResource, raystep_asset, raystep_asset_check
+
+EXAMPLES = Path(__file__).resolve().parent.parent
+SPECS = EXAMPLES / "ads_ranking"
+REPO_BINARY = EXAMPLES.parent / "bin" / "raystep"
+
+ads_ranking_model = raystep_asset(
+    name="ads_ranking_model",
+    spec=SPECS / "train.yaml",
+    group_name="ads_ranking",
+    owners=["team:ads-ranking"],
+    description="Click-through model for ad ranking: logistic regression trained data-parallel on Ray.",
+)
+
+ads_ranking_model_auc = raystep_asset_check(
+    asset=ads_ranking_model,
+    name="auc_above_threshold",
+    spec=SPECS / "eval.yaml",
+    blocking=True,
+    description="Held-out AUC of the model is at least ADS_AUC_THRESHOLD (eval.yaml).",
+)
+
+ads_ranking_predictions = raystep_asset(
+    name="ads_ranking_predictions",
+    spec=SPECS / "batch_inference.yaml",
+    deps=[ads_ranking_model],
+    group_name="ads_ranking",
+    owners=["team:ads-ranking"],
+    description="Click probabilities for the day's candidate ads, scored with Ray Data, as Parquet.",
+)
+
+ads_ranking_daily = dg.define_asset_job(
+    "ads_ranking_daily",
+    selection=dg.AssetSelection.assets(ads_ranking_model, ads_ranking_predictions),
+    description="Retrain the ads click model, check its AUC, then score the day's ads.",
+)
+
+ads_ranking_daily_schedule = dg.ScheduleDefinition(
+    name="ads_ranking_daily_retrain",
+    job=ads_ranking_daily,
+    cron_schedule="0 3 * * *",
+    execution_timezone="UTC",
+)
+
+
+def raystep_resource() -> RaystepResource:
+    """Return the resource the example runs with: $RAYSTEP_BIN or the repository's binary."""
+    binary = os.environ.get("RAYSTEP_BIN") or (
+        str(REPO_BINARY) if REPO_BINARY.exists() else None
+    )
+    return RaystepResource(binary=binary)
+
+
+defs = dg.Definitions(
+    assets=[ads_ranking_model, ads_ranking_predictions],
+    asset_checks=[ads_ranking_model_auc],
+    jobs=[ads_ranking_daily],
+    schedules=[ads_ranking_daily_schedule],
+    resources={"raystep": raystep_resource()},
+)
