@@ -214,3 +214,18 @@ func BenchmarkRelay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRelayPlain shows that plain lines cost no allocation.
+func BenchmarkRelayPlain(b *testing.B) {
+	data := bytes.Repeat([]byte("(train pid=1234) epoch 3 step 17 loss=0.0123 lr=3e-4 {\"json\": true}\n"), 10000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	r := &Relay{Out: io.Discard}
+	for b.Loop() {
+		for off := 0; off < len(data); off += 32 << 10 {
+			if _, err := r.Write(data[off:min(off+32<<10, len(data))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
