@@ -22,7 +22,7 @@ func main() {
 
 func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pipes-example", flag.ContinueOnError)
-	mode := fs.String("mode", "full", "full | fail | panic | invalid")
+	mode := fs.String("mode", "full", "full | fail | panic | invalid | relay (child command after --)")
 	fs.String("dagster-pipes-context", "", "bootstrap context")
 	fs.String("dagster-pipes-messages", "", "bootstrap messages")
 	if err := fs.Parse(args); err != nil {
@@ -34,7 +34,11 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return 3
 	}
 	defer s.Recover()
-	err = step(s, *mode)
+	if *mode == "relay" {
+		err = relayChild(s, fs.Args())
+	} else {
+		err = step(s, *mode)
+	}
 	if cerr := s.CloseWithError(err); cerr != nil {
 		fmt.Fprintf(stderr, "pipes-example: close: %v\n", cerr)
 		return 3
