@@ -1,0 +1,231 @@
+package kuberay
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/raystep/raystep/schemas"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden manifests in testdata")
+
+// identity is a Dagster step attempt used by the golden files.
+var identity = Options{
+	DagsterRunID: "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11",
+	StepKey:      "ads_ranking_model",
+	RetryNumber:  1,
+	AssetKey:     "ads/ranking_model",
+}
+
+func load(t *testing.T, file string) (*schemas.Spec, *schemas.Profile) {
+	t.Helper()
+	profile, err := schemas.LoadProfile("../../examples/platform.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := schemas.Load(file, schemas.LoadOptions{Profile: profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, profile
+}
+
+func examples(t *testing.T) []string {
+	files, err := filepath.Glob("../../examples/ads_ranking/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return files
+}
+
+func TestBuildGolden(t *testing.T) {
+	t.Parallel()
+	for _, file := range examples(t) {
+		for _, format := range []string{"yaml", "json"} {
+			name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+			t.Run(name+"."+format, func(t *testing.T) {
+				t.Parallel()
+				spec, profile := load(t, file)
+				job, err := Build(spec, profile, identity)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Encode(job, format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden := filepath.Join("testdata", name+".rayjob."+format)
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("read golden (run go test -update): %v", err)
+				}
+				if diff := cmp.Diff(string(want), string(got)); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", golden, diff)
+				}
+			})
+		}
+	}
+}
+
+// TestRenderedManifestsDecodeStrictly reads every golden manifest back into
+// KubeRay's RayJob type, failing on any field KubeRay does not know, and runs
+// the operator's own validation on the result.
+func TestRenderedManifestsDecodeStrictly(t *testing.T) {
+	t.Parallel()
+	goldens, err := filepath.Glob("testdata/*.rayjob.*")
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("no golden manifests: %v", err)
+	}
+	for _, golden := range goldens {
+		t.Run(filepath.Base(golden), func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(golden, ".yaml") {
+				if data, err = yaml.YAMLToJSON(data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var job rayv1.RayJob
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&job); err != nil {
+				t.Fatalf("strict decode: %v", err)
+			}
+			checkOperatorRules(t, &job)
+		})
+	}
+}
+
+// checkOperatorRules applies what KubeRay v1.6.0 and Kubernetes check.
+func checkOperatorRules(t *testing.T, job *rayv1.RayJob) {
+	t.Helper()
+	if job.APIVersion != "ray.io/v1" || job.Kind != "RayJob" {
+		t.Errorf("type = %s %s, want ray.io/v1 RayJob", job.APIVersion, job.Kind)
+	}
+	if err := rayutils.ValidateRayJobMetadata(job.ObjectMeta); err != nil {
+		t.Errorf("ValidateRayJobMetadata: %v", err)
+	}
+	if err := rayutils.ValidateRayJobSpec(job); err != nil {
+		t.Errorf("ValidateRayJobSpec: %v", err)
+	}
+	for k, v := range job.Labels {
+		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+			t.Errorf("label %s=%s: %v", k, v, errs)
+		}
+	}
+	// The longest names KubeRay derives: cluster "<job>-xxxxx" and its
+	// "-head-svc" service must stay DNS labels.
+	cluster := job.Name + "-xxxxx"
+	for _, n := range []string{cluster, cluster + "-head-svc", cluster + "-serve-svc"} {
+		if errs := validation.IsDNS1035Label(n); len(errs) > 0 {
+			t.Errorf("derived name %s: %v", n, errs)
+		}
+	}
+}
+
+func TestBuildShape(t *testing.T) {
+	t.Parallel()
+	spec, profile := load(t, "../../examples/ads_ranking/batch_inference.yaml")
+	job, err := Build(spec, profile, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := job.Spec.RayClusterSpec.WorkerGroupSpecs[0]
+	ctr := w.Template.Spec.Containers[0]
+	got := map[string]any{
+		"mode":        string(job.Spec.SubmissionMode),
+		"backoff":     job.Spec.BackoffLimit == nil,
+		"shutdown":    job.Spec.ShutdownAfterJobFinishes,
+		"ttl":         job.Spec.TTLSecondsAfterFinished,
+		"provision":   *job.Spec.PreRunningDeadlineSeconds,
+		"run":         *job.Spec.ActiveDeadlineSeconds,
+		"autoscaling": *job.Spec.RayClusterSpec.EnableInTreeAutoscaling,
+		"replicas":    []int32{*w.MinReplicas, *w.Replicas, *w.MaxReplicas},
+		"gpuLimit":    ctr.Resources.Limits.Name("nvidia.com/gpu", "").String(),
+		"gpuRequest":  ctr.Resources.Requests.Name("nvidia.com/gpu", "").String(),
+		"selector":    w.Template.Spec.NodeSelector["cloud.google.com/gke-accelerator"],
+		"toleration":  w.Template.Spec.Tolerations[0].Key,
+		"managedBy":   job.Labels[LabelManagedBy],
+		"kind":        job.Labels[LabelKind],
+	}
+	want := map[string]any{
+		"mode": "InteractiveMode", "backoff": true, "shutdown": true, "ttl": int32(600),
+		"provision": int32(900), "run": int32(10800), "autoscaling": true,
+		"replicas": []int32{1, 1, 4}, "gpuLimit": "1", "gpuRequest": "1",
+		"selector": "nvidia-l4", "toleration": "nvidia.com/gpu",
+		"managedBy": "raystep", "kind": "batch_inference",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RayJob (-want +got):\n%s", diff)
+	}
+}
+
+func TestNameIsDeterministic(t *testing.T) {
+	t.Parallel()
+	spec, _ := load(t, "../../examples/ads_ranking/train.yaml")
+	a, b := Name(spec, identity), Name(spec, identity)
+	retry := identity
+	retry.RetryNumber++
+	c := Name(spec, retry)
+	if a != b || a == c || len(a) > 47 {
+		t.Errorf("names %q %q %q: want equal, then different, at most 47 characters", a, b, c)
+	}
+}
+
+func TestTeardownNeverHasNoTTL(t *testing.T) {
+	t.Parallel()
+	profile, err := schemas.DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := schemas.Load("../../examples/ads_ranking/eval.yaml", schemas.LoadOptions{Profile: profile, Set: []string{"spec.teardown=never"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := Build(spec, profile, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.ShutdownAfterJobFinishes || job.Spec.TTLSecondsAfterFinished != 0 {
+		t.Errorf("teardown never: shutdown=%v ttl=%d, want false 0", job.Spec.ShutdownAfterJobFinishes, job.Spec.TTLSecondsAfterFinished)
+	}
+	checkOperatorRules(t, job)
+}
+
+func TestLabelValue(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("ab/", 30)
+	tests := []struct{ in, want string }{
+		{"ads/ranking_model", "ads-ranking_model"},
+		{"/x/", "x"},
+		{long, "ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-ab-a-7ff2b8b5"},
+	}
+	for _, tt := range tests {
+		got := LabelValue(tt.in)
+		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+			t.Errorf("LabelValue(%q) = %q, invalid: %v", tt.in, got, errs)
+		}
+		if tt.in != long && got != tt.want {
+			t.Errorf("LabelValue(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
