@@ -100,7 +100,7 @@ func newHarness(t *testing.T) *harness {
 		Stdout:          &h.stdout,
 		Clock:           h.clock,
 		EncodeBootstrap: func(v any) (string, error) { b, err := json.Marshal(v); return "enc:" + string(b), err },
-		PollInterval:    one,
+		PollInterval:    100 * time.Millisecond,
 	}
 	return h
 }

@@ -10,13 +10,12 @@ import (
 )
 
 // provision creates (or finds) the cluster and waits until it is ready.
-// Infrastructure failures the cluster reports from then on cancel the step
-// through fail.
-func (s *state) provision(ctx context.Context, fail context.CancelCauseFunc) error {
+// Infrastructure failures the cluster reports from then on cancel the step.
+func (s *state) provision(ctx context.Context) error {
 	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, Step: s.step})
 	if cl != nil {
 		s.cluster = cl
-		s.watch(ctx, fail)
+		s.watch()
 	}
 	if err != nil {
 		return fmt.Errorf("provision %s cluster %s: %w", s.r.Backend.Name(), s.id, err)
@@ -31,9 +30,10 @@ func (s *state) provision(ctx context.Context, fail context.CancelCauseFunc) err
 	return nil
 }
 
-// watch cancels the step with the first failure the cluster reports.
-func (s *state) watch(ctx context.Context, fail context.CancelCauseFunc) {
-	ch := s.cluster.Failures()
+// watch cancels the step with the first failure the cluster reports, until
+// the step's context ends.
+func (s *state) watch() {
+	ch, fail, done := s.cluster.Failures(), s.fail, s.stepDone
 	if ch == nil {
 		return
 	}
@@ -43,7 +43,7 @@ func (s *state) watch(ctx context.Context, fail context.CancelCauseFunc) {
 			if ok && err != nil {
 				fail(&InfraError{Err: fmt.Errorf("cluster failed: %w", err)})
 			}
-		case <-ctx.Done():
+		case <-done:
 		}
 	}()
 }

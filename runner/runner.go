@@ -92,17 +92,18 @@ func (r *Runner) Run(ctx context.Context, step Step) (Result, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	s.fail, s.stepDone = cancel, ctx.Done()
 	defer s.recoverTeardown(ctx)
-	err = s.lifecycle(ctx, cancel)
+	err = s.lifecycle(ctx)
 	err = s.finish(ctx, err)
 	return s.result(), err
 }
 
 // lifecycle runs the phases up to the job's end; finish does the rest.
-func (s *state) lifecycle(ctx context.Context, fail context.CancelCauseFunc) error {
+func (s *state) lifecycle(ctx context.Context) error {
 	s.note(PhaseProvision, "step %s (%s) on %s", s.id, s.step.Kind, s.r.Backend.Name())
 	pctx, stop := s.bound(ctx, s.step.ProvisionTimeout, deadline("timeouts.provision", s.step.ProvisionTimeout))
-	err := s.phase(pctx, PhaseProvision, func(ctx context.Context) error { return s.provision(ctx, fail) })
+	err := s.phase(pctx, PhaseProvision, s.provision)
 	if err == nil {
 		err = s.phase(pctx, PhaseDashboard, s.dashboard)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -14,6 +15,9 @@ type state struct {
 	id    string // StepID, also the submission id
 	runID string
 	start time.Time
+
+	fail     context.CancelCauseFunc // cancels the step with a cause
+	stepDone <-chan struct{}         // the step's context is done
 
 	durations []phaseTime
 	cluster   Cluster
