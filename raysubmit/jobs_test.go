@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -244,15 +245,30 @@ func waitStatus(t *testing.T, c *raysubmit.Client, id string, want raysubmit.Sta
 	}
 }
 
-// driverOutput returns what the entrypoint printed: Ray's job log starts
-// with its own lines, up to "Running entrypoint for job ...".
+// driverOutput returns what the entrypoint printed, without the lines Ray
+// adds to a job log (which may land before or after the driver's first
+// output: Ray flushes its "Running entrypoint" line after starting it).
 func driverOutput(t *testing.T, log string) string {
 	t.Helper()
-	const marker = "Running entrypoint for job "
-	i := strings.Index(log, marker)
-	if i < 0 {
-		t.Fatalf("job log has no %q line:\n%s", marker, log)
+	var out strings.Builder
+	sawEntrypoint := false
+	for line := range strings.Lines(log) {
+		if rayLine(line) {
+			sawEntrypoint = sawEntrypoint || strings.HasPrefix(line, "Running entrypoint for job ")
+			continue
+		}
+		out.WriteString(line)
 	}
-	rest := log[i:]
-	return rest[strings.IndexByte(rest, '\n')+1:]
+	if !sawEntrypoint {
+		t.Errorf("job log has no \"Running entrypoint\" line:\n%s", log)
+	}
+	return out.String()
 }
+
+// rayLine reports whether a job-log line was written by Ray itself.
+func rayLine(line string) bool {
+	return strings.HasPrefix(line, "Running entrypoint for job ") ||
+		rayLogLine.MatchString(line)
+}
+
+var rayLogLine = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+\.py:\d+ -- `)
