@@ -1,0 +1,293 @@
+"""RaystepResource: the raystep command line it builds and how it turns raystep's exit into Dagster results.
+
+The command-line tests need no binary. The Dagster tests run real Dagster against a small stand-in
+for the binary (a Python program that speaks Pipes and exits with a chosen code), to pin down
+the resource's side of the contract without a Ray cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_raystep import (
+    EXIT_CODES,
+    RaystepError,
+    RaystepResource,
+    format_overrides,
+    raystep_asset,
+    raystep_asset_check,
+)
+
+
+def _executable(path: Path) -> Path:
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("overrides", "want"),
+    [
+        pytest.param(None, [], id="none"),
+        pytest.param(
+            {
+                "spec.timeouts.run": "10m",
+                "spec.runtimeEnv.env_vars.ADS_AUC_THRESHOLD": 0.75,
+            },
+            [
+                "--set",
+                "spec.timeouts.run=10m",
+                "--set",
+                "spec.runtimeEnv.env_vars.ADS_AUC_THRESHOLD=0.75",
+            ],
+            id="strings and numbers in order",
+        ),
+        pytest.param(
+            {"spec.cluster.workers.0.replicas": 2},
+            ["--set", "spec.cluster.workers.0.replicas=2"],
+            id="int",
+        ),
+        pytest.param(
+            {"spec.debug": True, "spec.other": False},
+            ["--set", "spec.debug=true", "--set", "spec.other=false"],
+            id="bool",
+        ),
+        pytest.param(
+            {"spec.entrypoint": "python -c 'print(1 == 1)'"},
+            ["--set", "spec.entrypoint=python -c 'print(1 == 1)'"],
+            id="value with spaces, quotes and =",
+        ),
+    ],
+)
+def test_format_overrides(overrides: dict | None, want: list[str]) -> None:
+    assert format_overrides(overrides) == want
+
+
+@pytest.mark.parametrize("path", ["", "spec..run", ".spec", "spec.", "a=b"])
+def test_format_overrides_rejects_bad_paths(path: str) -> None:
+    with pytest.raises(ValueError, match="invalid raystep override path"):
+        format_overrides({path: "x"})
+
+
+def test_command(tmp_path: Path) -> None:
+    binary = _executable(tmp_path / "raystep")
+    cases = [
+        (
+            RaystepResource(binary=str(binary)),
+            {},
+            [str(binary), "run", "-f", "train.yaml"],
+        ),
+        (
+            RaystepResource(
+                binary=str(binary),
+                backend="kuberay",
+                namespace="ml-ads",
+                profile="/etc/raystep/profile.yaml",
+            ),
+            {},
+            [
+                str(binary),
+                "run",
+                "-f",
+                "train.yaml",
+                "--backend",
+                "kuberay",
+                "--namespace",
+                "ml-ads",
+                "--profile",
+                "/etc/raystep/profile.yaml",
+            ],
+        ),
+        (
+            RaystepResource(
+                binary=str(binary),
+                overrides={"spec.timeouts.run": "1h", "spec.teardown": "always"},
+            ),
+            {"spec.timeouts.run": "10m"},
+            [
+                str(binary),
+                "run",
+                "-f",
+                "train.yaml",
+                "--set",
+                "spec.timeouts.run=10m",
+                "--set",
+                "spec.teardown=always",
+            ],
+        ),
+    ]
+    for resource, overrides, want in cases:
+        assert resource.command("train.yaml", overrides) == want
+
+
+def test_command_rejects_unknown_backend(tmp_path: Path) -> None:
+    resource = RaystepResource(
+        binary=str(_executable(tmp_path / "raystep")), backend="slurm"
+    )
+    with pytest.raises(ValueError, match="unknown raystep backend 'slurm'"):
+        resource.command("train.yaml")
+
+
+def test_resolve_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    explicit = _executable(tmp_path / "explicit")
+    from_env = _executable(tmp_path / "from-env")
+    on_path = tmp_path / "path"
+    on_path.mkdir()
+    _executable(on_path / "raystep")
+    monkeypatch.setenv("PATH", str(on_path))
+
+    monkeypatch.delenv("RAYSTEP_BIN", raising=False)
+    assert RaystepResource().resolve_binary() == str(on_path / "raystep")
+    monkeypatch.setenv("RAYSTEP_BIN", str(from_env))
+    assert RaystepResource().resolve_binary() == str(from_env)
+    assert RaystepResource(binary=str(explicit)).resolve_binary() == str(explicit)
+
+
+@pytest.mark.parametrize("binary", ["/nonexistent/raystep", "raystep-not-on-path"])
+def test_resolve_binary_missing(
+    binary: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(dg.DagsterInvariantViolationError, match="raystep"):
+        RaystepResource(binary=binary).resolve_binary()
+
+
+def test_environment() -> None:
+    resource = RaystepResource(
+        env={"RAYSTEP_PROFILE": "p.yaml"}, ray_address="http://127.0.0.1:8265"
+    )
+    assert resource.environment({"EXTRA": "1"}) == {
+        "RAYSTEP_PROFILE": "p.yaml",
+        "EXTRA": "1",
+        "RAY_ADDRESS": "http://127.0.0.1:8265",
+    }
+
+
+STAND_IN = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, sys
+    from dagster_pipes import open_dagster_pipes
+    with open(os.environ["STAND_IN_ARGV"], "w") as f:
+        json.dump(sys.argv[1:], f)
+    with open_dagster_pipes() as pipes:
+        pipes.log.info("stand-in extras " + json.dumps(pipes.extras, sort_keys=True))
+        for entry in pipes.extras.get("asset_checks", []):
+            pipes.report_asset_check(entry["check_name"], passed=True, asset_key=entry["asset_key"],
+                                     metadata={{"auc": 0.9}})
+        if pipes.asset_keys:
+            pipes.report_asset_materialization(metadata={{"loss": 0.5, "raystep/backend": "local"}})
+    sys.exit(int(os.environ.get("STAND_IN_EXIT", "0")))
+    """
+)
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "raystep"
+    path.write_text(STAND_IN.format(python=sys.executable))
+    path.chmod(0o755)
+    monkeypatch.setenv("STAND_IN_ARGV", str(tmp_path / "argv.json"))
+    return path
+
+
+def _defs_for_stand_in() -> tuple[dg.AssetsDefinition, dg.AssetChecksDefinition]:
+    model = raystep_asset(
+        name="model", spec="train.yaml", overrides={"spec.timeouts.run": "5m"}
+    )
+    check = raystep_asset_check(
+        asset=model, name="auc_above_threshold", spec="eval.yaml", blocking=True
+    )
+    return model, check
+
+
+def test_asset_and_check_results_come_from_pipes(
+    stand_in: Path, tmp_path: Path
+) -> None:
+    model, check = _defs_for_stand_in()
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        [model, check],
+        instance=instance,
+        resources={"raystep": RaystepResource(binary=str(stand_in), backend="local")},
+        run_config=dg.RunConfig(
+            {"model": {"config": {"overrides": {"spec.timeouts.run": "7m"}}}}
+        ),
+    )
+    assert result.success
+    metadata = result.asset_materializations_for_node("model")[0].metadata
+    assert metadata["loss"] == dg.FloatMetadataValue(0.5)
+    evaluations = result.get_asset_check_evaluations()
+    assert [(e.asset_check_key.name, e.passed) for e in evaluations] == [
+        ("auc_above_threshold", True)
+    ]
+    assert evaluations[0].metadata["auc"] == dg.FloatMetadataValue(0.9)
+
+    # The check step tells the driver which asset its check belongs to; the asset step has no checks.
+    logs = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert (
+        'stand-in extras {"asset_checks": [{"asset_key": "model", "check_name": "auc_above_threshold"}]}'
+        in logs
+    )
+    assert "stand-in extras {}" in logs
+
+
+def test_run_config_overrides_come_last(stand_in: Path, tmp_path: Path) -> None:
+    model, _ = _defs_for_stand_in()
+    result = dg.materialize(
+        [model],
+        resources={
+            "raystep": RaystepResource(
+                binary=str(stand_in), overrides={"spec.teardown": "always"}
+            )
+        },
+        run_config=dg.RunConfig(
+            {"model": {"config": {"overrides": {"spec.timeouts.run": "7m"}}}}
+        ),
+    )
+    assert result.success
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv == [
+        "run",
+        "-f",
+        "train.yaml",
+        "--set",
+        "spec.teardown=always",
+        "--set",
+        "spec.timeouts.run=7m",
+    ]
+
+
+@pytest.mark.parametrize("code", [1, 2, 3, 143])
+def test_exit_code_fails_the_step(
+    stand_in: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    monkeypatch.setenv("STAND_IN_EXIT", str(code))
+    model, _ = _defs_for_stand_in()
+    result = dg.materialize(
+        [model],
+        resources={"raystep": RaystepResource(binary=str(stand_in))},
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert result.get_asset_materialization_events() == []
+    failure = result.failure_data_for_node("model")
+    assert failure is not None
+    assert failure.user_failure_data is not None
+    assert f"raystep run -f train.yaml exited with code {code}: {EXIT_CODES[code]}" in (
+        failure.user_failure_data.description or ""
+    )
+    assert failure.user_failure_data.metadata[
+        "raystep/exit_code"
+    ] == dg.IntMetadataValue(code)
+
+
+def test_invalid_spec_is_not_retried() -> None:
+    assert RaystepError("s.yaml", 2).allow_retries is False
+    assert RaystepError("s.yaml", 3).allow_retries is True
