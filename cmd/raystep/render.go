@@ -59,7 +59,7 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	if ns := cmp(o.namespace, a.cfg.Namespace); ns != "" {
+	if ns := firstNonEmpty(o.namespace, a.cfg.Namespace); ns != "" {
 		spec.Metadata.Namespace = ns
 	}
 	job, err := kuberay.Build(spec, profile, o.identity)
@@ -74,8 +74,8 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	return err
 }
 
-// cmp returns the first non-empty string.
-func cmp(values ...string) string {
+// firstNonEmpty returns the first non-empty string.
+func firstNonEmpty(values ...string) string {
 	for _, v := range values {
 		if v != "" {
 			return v
