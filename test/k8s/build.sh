@@ -58,6 +58,7 @@ if complete "$dir"; then
 fi
 
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/stages"
 : >"$tmp/BUILD_TIMES"
