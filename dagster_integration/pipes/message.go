@@ -166,11 +166,21 @@ func validateLog(params map[string]any) error {
 	if err := wantString(MethodLog, params, "message", false); err != nil {
 		return err
 	}
-	if l, has := params["level"]; has {
-		s, _ := l.(string)
-		if _, err := ParseLevel(s); err != nil {
+	switch l := params["level"].(type) {
+	case nil:
+		if _, has := params["level"]; has {
+			return invalid("log: level must not be null")
+		}
+	case json.Number: // Dagster's log manager takes numeric levels as they are
+		if _, err := l.Int64(); err != nil {
+			return invalid("log: numeric level must be an integer, got %s", l)
+		}
+	case string:
+		if _, err := ParseLevel(l); err != nil {
 			return err
 		}
+	default:
+		return invalid("log: level must be a string, got %T", l)
 	}
 	return nil
 }
@@ -225,11 +235,16 @@ const (
 	LevelCritical Level = "CRITICAL"
 )
 
-// ParseLevel accepts a level name in any case.
+// ParseLevel accepts a level name in any case, and the aliases WARN and
+// FATAL, as Dagster's log manager does.
 func ParseLevel(s string) (Level, error) {
 	switch l := Level(strings.ToUpper(s)); l {
 	case LevelDebug, LevelInfo, LevelWarning, LevelError, LevelCritical:
 		return l, nil
+	case "WARN":
+		return LevelWarning, nil
+	case "FATAL":
+		return LevelCritical, nil
 	}
 	return "", invalid("log: level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got %q", s)
 }

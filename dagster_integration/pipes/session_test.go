@@ -195,3 +195,45 @@ func TestRecoverSendsClosed(t *testing.T) {
 		t.Fatalf("last line %q, err %v", lines[len(lines)-1], err)
 	}
 }
+
+// TestSessionConcurrentFileWrites checks that concurrent reports never
+// interleave inside a line of the message file.
+func TestSessionConcurrentFileWrites(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "messages")
+	ctxVal, _ := EncodeBootstrap(ContextDataParams(ContextData{}))
+	msgVal, _ := EncodeBootstrap(FileMessagesParams(path))
+	s, err := Open(Options{Args: []string{ArgContext, ctxVal, ArgMessages, msgVal}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 200
+	done := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			var err error
+			for i := range each {
+				err = errors.Join(err, s.ReportCustomMessage(strings.Repeat(string(rune('a'+w)), 100+i)))
+			}
+			done <- err
+		}()
+	}
+	for range workers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(lines) != workers*each+2 {
+		t.Fatalf("got %d lines, want %d", len(lines), workers*each+2)
+	}
+	for _, l := range lines {
+		if _, ok, err := ParseMessage([]byte(l)); !ok || err != nil {
+			t.Fatalf("corrupt line %q: %v", l, err)
+		}
+	}
+}
