@@ -149,8 +149,18 @@ func JSON(v any) MetadataValue {
 }
 
 // Infer lets Dagster infer the type from a plain JSON value, as the Python
-// library does for raw values.
-func Infer(v any) MetadataValue { return raw(TypeInfer, v) }
+// library does for raw values. A float64 or float32 is written as a float.
+func Infer(v any) MetadataValue {
+	switch f := v.(type) {
+	case float64:
+		b, err := appendFloat(nil, f)
+		return MetadataValue{Type: TypeInfer, Raw: b, err: err}
+	case float32:
+		b, err := appendFloat(nil, float64(f))
+		return MetadataValue{Type: TypeInfer, Raw: b, err: err}
+	}
+	return raw(TypeInfer, v)
+}
 
 // appendFloat writes f as Python's json module would: shortest round-trip
 // digits, always marking it a float.

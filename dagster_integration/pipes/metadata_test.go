@@ -33,6 +33,7 @@ func TestMetadataJSON(t *testing.T) {
 		{"asset", Asset("a/b"), `{"raw_value":"a/b","type":"asset"}`},
 		{"null", Null(), `{"raw_value":null,"type":"null"}`},
 		{"json", JSON(map[string]any{"a": 1}), `{"raw_value":{"a":1},"type":"json"}`},
+		{"infer float", Infer(3.0), `{"raw_value":3.0,"type":"__infer__"}`},
 		{"infer", Infer(1), `{"raw_value":1,"type":"__infer__"}`},
 		{"timestamp", Timestamp(time.Unix(10, 0)), `{"raw_value":10.0,"type":"timestamp"}`},
 		{

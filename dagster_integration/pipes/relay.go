@@ -198,6 +198,9 @@ func (r *Relay) line(b []byte) error {
 	}
 	msg, ok, err := ParseMessage(b)
 	if !ok {
+		if looksLikeMessage(b) {
+			r.warn("pipes relay: passed a line that starts like a Pipes message but is not a JSON object through as text")
+		}
 		_, werr := r.plain(b, 0)
 		return werr
 	}

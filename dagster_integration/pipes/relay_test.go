@@ -66,6 +66,7 @@ func TestRelay(t *testing.T) {
 		{name: "long plain line in one write", max: 16, chunks: []string{long + "\nok\n"}, want: relayResult{Out: long + "\nok\n"}},
 		{name: "long message passes as text", max: 32, chunks: []string{testMsg[:20], testMsg[20:] + "\n" + testMsg[:5], testMsg[5:]}, want: relayResult{Out: testMsg + "\n" + testMsg, Warnings: 2}},
 		{name: "long message one write", max: 32, chunks: []string{"a\n" + testMsg + "\nb\n"}, want: relayResult{Out: "a\n" + testMsg + "\nb\n", Warnings: 1}},
+		{name: "truncated message warns", chunks: []string{testMsg[:40] + "\n"}, want: relayResult{Out: testMsg[:40] + "\n", Warnings: 1}},
 		{name: "empty lines", chunks: []string{"\n\n", "\n"}, want: relayResult{Out: "\n\n\n"}},
 	}
 	for _, tt := range tests {
