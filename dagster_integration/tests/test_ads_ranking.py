@@ -1,0 +1,192 @@
+"""End to end: Dagster materializes the ads_ranking assets through dagster-raystep and the real bin/raystep.
+
+Each step runs `raystep run` with the local backend, which starts a private Ray head, submits the
+example's Ray entrypoint, relays the driver's Pipes messages and tears the head down. Model and
+predictions go to the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import urlparse
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+from dagster_raystep import EXIT_CODES, RaystepResource
+
+MODEL_NODE = "ads_ranking_model"
+CHECK_NODE = "ads_ranking_model_auc_above_threshold"
+PREDICTIONS_NODE = "ads_ranking_predictions"
+
+
+@pytest.fixture
+def raystep(
+    raystep_bin: Path, ray_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> RaystepResource:
+    """The resource on the local backend, with the example's outputs in tmp_path."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return RaystepResource(
+        binary=str(raystep_bin),
+        backend="local",
+        overrides={
+            "spec.runtimeEnv.env_vars.ADS_MODEL_DIR": str(tmp_path / "model"),
+            "spec.runtimeEnv.env_vars.ADS_PREDICTIONS_DIR": str(
+                tmp_path / "predictions"
+            ),
+            "spec.timeouts.provision": "3m",
+            "spec.timeouts.run": "5m",
+        },
+        env={"PATH": ray_path},
+    )
+
+
+def _float(metadata: dict, key: str) -> float:
+    value = metadata[key]
+    assert isinstance(value, dg.FloatMetadataValue), f"{key}: {value!r}"
+    assert value.value is not None
+    return value.value
+
+
+def _int(metadata: dict, key: str) -> int:
+    value = metadata[key]
+    assert isinstance(value, dg.IntMetadataValue), f"{key}: {value!r}"
+    assert value.value is not None
+    return value.value
+
+
+def _text(metadata: dict, key: str) -> str:
+    value = metadata[key]
+    assert isinstance(value, dg.TextMetadataValue), f"{key}: {value!r}"
+    assert value.value
+    return value.value
+
+
+def _assert_raystep_metadata(metadata: dict) -> None:
+    """raystep's own keys: where the job ran and how long each phase took."""
+    url = metadata["raystep/dashboard_url"]
+    assert isinstance(url, dg.UrlMetadataValue), repr(url)
+    parsed = urlparse(url.value)
+    assert parsed.scheme in ("http", "https") and parsed.hostname, url.value
+    _text(metadata, "raystep/ray_job_id")
+    _text(metadata, "raystep/submission_id")
+    assert _text(metadata, "raystep/backend") == "local"
+    durations = {key for key in metadata if key.startswith("raystep/duration_")}
+    assert {"raystep/duration_run_s", "raystep/duration_total_s"} <= durations
+    for key in durations:
+        assert _float(metadata, key) >= 0.0
+
+
+def _event_log_text(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Every event of the run as text: log messages, engine events with errors, step failures."""
+    return "\n".join(str(entry) for entry in instance.all_logs(run_id))
+
+
+def test_materialize_model_check_and_predictions(
+    example: ModuleType, raystep: RaystepResource, tmp_path: Path
+) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        [
+            example.ads_ranking_model,
+            example.ads_ranking_model_auc,
+            example.ads_ranking_predictions,
+        ],
+        instance=instance,
+        resources={"raystep": raystep},
+    )
+    assert result.success
+
+    model = result.asset_materializations_for_node(MODEL_NODE)
+    assert len(model) == 1
+    metadata = dict(model[0].metadata)
+    assert 0.0 < _float(metadata, "loss") < 0.69
+    assert 0.7 <= _float(metadata, "auc") <= 1.0
+    assert _int(metadata, "rows") == 200_000
+    assert _int(metadata, "epochs") == 3
+    _assert_raystep_metadata(metadata)
+    assert model[0].tags.get("dagster/data_version") == _text(metadata, "model_version")
+    assert (tmp_path / "model" / "model.npz").is_file()
+
+    (check,) = result.get_asset_check_evaluations()
+    assert check.asset_check_key == dg.AssetCheckKey(
+        dg.AssetKey(MODEL_NODE), "auc_above_threshold"
+    )
+    assert check.passed
+    assert check.severity == dg.AssetCheckSeverity.ERROR
+    assert (
+        _float(dict(check.metadata), "auc")
+        >= _float(dict(check.metadata), "threshold")
+        == 0.7
+    )
+    assert _float(dict(check.metadata), "log_loss") > 0.0
+
+    (predictions,) = result.asset_materializations_for_node(PREDICTIONS_NODE)
+    metadata = dict(predictions.metadata)
+    assert _int(metadata, "rows") == 200_000
+    assert _float(metadata, "rows_per_second") > 0.0
+    _assert_raystep_metadata(metadata)
+    assert pq.read_table(tmp_path / "predictions").num_rows == 200_000
+
+    logs = _event_log_text(instance, result.run_id)
+    assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
+
+
+def test_failing_train_step_fails_with_raystep_error(
+    example: ModuleType, raystep: RaystepResource
+) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    # The marker is computed by the driver, so it cannot come from the command line Dagster logs.
+    entrypoint = 'python -c \'import sys; sys.exit("driver-" + "boom")\''
+    result = dg.materialize(
+        [example.ads_ranking_model],
+        instance=instance,
+        resources={"raystep": raystep},
+        run_config=dg.RunConfig(
+            {MODEL_NODE: {"config": {"overrides": {"spec.entrypoint": entrypoint}}}}
+        ),
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert result.get_asset_materialization_events() == []
+    failure = result.failure_data_for_node(MODEL_NODE)
+    assert failure is not None and failure.user_failure_data is not None
+    assert f"exited with code 1: {EXIT_CODES[1]}" in (
+        failure.user_failure_data.description or ""
+    )
+    assert "driver-boom" in _event_log_text(instance, result.run_id), (
+        "raystep's error reaches the event log"
+    )
+
+
+def test_failing_auc_check_blocks_predictions(
+    example: ModuleType, raystep: RaystepResource
+) -> None:
+    result = dg.materialize(
+        [
+            example.ads_ranking_model,
+            example.ads_ranking_model_auc,
+            example.ads_ranking_predictions,
+        ],
+        resources={"raystep": raystep},
+        run_config=dg.RunConfig(
+            {
+                CHECK_NODE: {
+                    "config": {
+                        "overrides": {
+                            "spec.runtimeEnv.env_vars.ADS_AUC_THRESHOLD": "0.99"
+                        }
+                    }
+                }
+            }
+        ),
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert len(result.asset_materializations_for_node(MODEL_NODE)) == 1
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed
+    assert _float(dict(check.metadata), "threshold") == 0.99
+    assert _float(dict(check.metadata), "auc") < 0.99
+    assert result.asset_materializations_for_node(PREDICTIONS_NODE) == []
