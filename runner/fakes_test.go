@@ -112,8 +112,9 @@ func (s *fakeSession) Close(exc *Exception) error {
 	return nil
 }
 
-// fakeClock is a manual clock. Timers up to auto fire at once (polls,
-// grace periods); longer ones fire when Advance passes them.
+// fakeClock is a manual clock. Timers up to auto fire at once (polls and
+// backoffs); longer ones (deadlines, grace periods) fire when Advance
+// passes them.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -130,7 +131,7 @@ type fakeTimer struct {
 var _ Clock = (*fakeClock)(nil)
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC), auto: 10 * time.Second}
+	return &fakeClock{now: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC), auto: 2 * time.Second}
 }
 
 func (c *fakeClock) Now() time.Time {

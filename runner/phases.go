@@ -59,7 +59,7 @@ func (s *state) dashboard(ctx context.Context) error {
 		return fmt.Errorf("connect to dashboard %s: %w", d.shownURL(), err)
 	}
 	s.dash, s.jobs = d, jobs
-	s.note(PhaseDashboard, "dashboard %s", d.shownURL())
+	s.note(PhaseDashboard, "reached %s", d.shownURL())
 	return nil
 }
 
