@@ -36,7 +36,8 @@ func (c *Client) Follow(ctx context.Context, id string, w io.Writer) (int64, err
 		if ctx.Err() != nil {
 			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, context.Cause(ctx))
 		}
-		if errors.Is(err, ErrNotFound) || errors.Is(err, errWrite) {
+		var apiErr *APIError
+		if errors.Is(err, ErrNotFound) || errors.Is(err, errWrite) || errors.As(err, &apiErr) {
 			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, err)
 		}
 		if ended {
@@ -111,8 +112,10 @@ func (c *Client) dialTail(ctx context.Context, id string) (*websocket.Conn, erro
 		defer resp.Body.Close()
 	}
 	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusNotFound {
-			return nil, fmt.Errorf("tail: %w", ErrNotFound)
+		if resp != nil {
+			if retry, _ := CheckRetry(ctx, resp, nil); !retry {
+				return nil, fmt.Errorf("open log tail: %w", c.statusError(http.MethodGet, u.Path, resp))
+			}
 		}
 		return nil, c.redact(fmt.Errorf("open log tail: %w", err))
 	}
