@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStepID(t *testing.T) {
+	t.Parallel()
+	label := regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	base := StepID("ads-ranking-train", "run-1", "ads/model", 0)
+	tests := []struct {
+		name     string
+		id       string
+		wantSame bool
+		wantName string
+	}{
+		{"same attempt", StepID("ads-ranking-train", "run-1", "ads/model", 0), true, "ads-ranking-train"},
+		{"retry", StepID("ads-ranking-train", "run-1", "ads/model", 1), false, "ads-ranking-train"},
+		{"other run", StepID("ads-ranking-train", "run-2", "ads/model", 0), false, "ads-ranking-train"},
+		{"other step", StepID("ads-ranking-train", "run-1", "ads/eval", 0), false, "ads-ranking-train"},
+		{"other spec", StepID("ads-ranking-eval", "run-1", "ads/model", 0), false, "ads-ranking-eval"},
+		{"odd name", StepID("--Ads_Ranking..TRAIN--", "run-1", "ads/model", 0), false, "ads-ranking-train"},
+		{"long name", StepID(strings.Repeat("abcdefghij", 8), "run-1", "k", 0), false, "abcdefghijabcdefghijabcdef"},
+		{"empty name", StepID("", "run-1", "k", 0), false, "step"},
+		{"name cut at a dash", StepID("abcdefghijabcdefghijabcde-fgh", "r", "k", 0), false, "abcdefghijabcdefghijabcde"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.id == base; got != tt.wantSame {
+				t.Errorf("%s == %s is %v, want %v", tt.id, base, got, tt.wantSame)
+			}
+			if len(tt.id) > 47 || !label.MatchString(tt.id) {
+				t.Errorf("%q is not a DNS-1035 label of at most 47 characters", tt.id)
+			}
+			name := strings.TrimSuffix(strings.TrimPrefix(tt.id, "raystep-"), tt.id[len(tt.id)-13:])
+			if diff := cmp.Diff(tt.wantName, name); diff != "" {
+				t.Errorf("name part (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFloatValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{2, "2.0"}, {0, "0.0"}, {0.125, "0.125"}, {-3, "-3.0"}, {1e21, "1000000000000000000000.0"}, {3600.5, "3600.5"},
+	}
+	for _, tt := range tests {
+		got, err := json.Marshal(map[string]floatValue{"v": floatValue(tt.in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(`{"v":`+tt.want+`}`, string(got)); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+func TestParseMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		line    string
+		want    Message
+		wantOK  bool
+		wantErr bool
+	}{
+		{"plain", "epoch 1", Message{}, false, false},
+		{"json without version", `{"method": "log"}`, Message{}, false, false},
+		{"broken json", `{"__dagster_pipes_version": "0.1", `, Message{}, false, false},
+		{"worker prefix", `(pid=12) {"__dagster_pipes_version": "0.1", "method": "log", "params": {}}`, Message{}, false, false},
+		{"message", ` {"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "m"}} `,
+			Message{Method: "log", Params: json.RawMessage(`{"message": "m"}`)}, true, false},
+		{"null params", `{"__dagster_pipes_version": "0.1", "method": "closed", "params": null}`,
+			Message{Method: "closed", Params: json.RawMessage(`null`)}, true, false},
+		{"method not a string", `{"__dagster_pipes_version": "0.1", "method": 1, "params": {}}`, Message{}, true, true},
+		{"params a list", `{"__dagster_pipes_version": "0.1", "method": "log", "params": []}`, Message{}, true, true},
+		{"params missing", `{"__dagster_pipes_version": "0.1", "method": "log"}`, Message{}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok, err := parseMessage(tt.line)
+			if ok != tt.wantOK || (err != nil) != tt.wantErr {
+				t.Fatalf("parseMessage = ok %v, err %v; want ok %v, error %v", ok, err, tt.wantOK, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"Job was intentionally stopped.", "Job was intentionally stopped."},
+		{"Job entrypoint command failed with exit code 1, last available logs:\nTraceback\n  File x\nValueError: boom\n\n",
+			"Job entrypoint command failed with exit code 1, last available logs: ValueError: boom"},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, summarize(tt.in)); diff != "" {
+			t.Errorf("summarize(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
