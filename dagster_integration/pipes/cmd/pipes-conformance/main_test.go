@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/raystep/raystep/dagster_integration/pipes"
+)
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	extras := write("extras.json", `{"a": [1, 2.5]}`)
+	payload := write("payload.json", `{"payload": {"x": 1}}`)
+	check := write("check.json", `{"passed": false, "severity": "WARN", "checkName": "c"}`)
+	tests := []struct {
+		name        string
+		args        []string
+		wantCode    int
+		wantMethods []string
+	}{
+		{"log", []string{"--test-name", "test_message_log"}, 0, []string{"opened", "log", "log", "log", "log", "log", "closed"}},
+		{"error", []string{"--test-name", "test_error_reporting"}, 1, []string{"opened", "closed"}},
+		{"components", []string{"--test-name", "test_components[x-y]", "--extras", extras, "--job-name", "job"}, 0, []string{"opened", "report_custom_message", "closed"}},
+		{"wrong job", []string{"--test-name", "test_extras", "--job-name", "other"}, 1, []string{"opened", "closed"}},
+		{"payload", []string{"--test-name", "test_message_report_custom_message[1]", "--custom-payload", payload}, 0, []string{"opened", "report_custom_message", "closed"}},
+		{"check", []string{"--test-name", "test_message_report_asset_check[1]", "--report-asset-check", check}, 0, []string{"opened", "report_asset_check", "closed"}},
+		{"bad flag", []string{"--nope"}, 2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			job := "job"
+			env, err := pipes.BootstrapEnv(pipes.ContextDataParams(pipes.ContextData{
+				AssetKeys: []string{"my_asset"}, JobName: &job,
+				Extras: map[string]any{"a": []any{1, 2.5}},
+			}), pipes.StdioMessagesParams("stdout"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			code := run(tt.args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &out, &bytes.Buffer{})
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d", code, tt.wantCode)
+			}
+			var methods []string
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var m struct{ Method string }
+				if l != "" && json.Unmarshal([]byte(l), &m) == nil {
+					methods = append(methods, m.Method)
+				}
+			}
+			if diff := cmp.Diff(tt.wantMethods, methods); diff != "" {
+				t.Errorf("methods (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
