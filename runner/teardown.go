@@ -17,6 +17,9 @@ const teardownGrace = 5 * time.Second
 // not reach, bounded by TeardownTimeout.
 func (s *state) finish(ctx context.Context, err error) error {
 	s.finished = true
+	if s.relay.outErr != nil {
+		s.warn(PhaseRun, "could not write the job's log: %v", s.relay.outErr)
+	}
 	tctx, cancel := s.teardownContext(ctx)
 	defer cancel()
 	start := s.clock.Now()
