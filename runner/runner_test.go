@@ -38,29 +38,7 @@ func TestRunSuccess(t *testing.T) {
 	if diff := cmp.Diff("starting\n  plain {json} line\nbye\n", h.stdout.String()); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
-	wantMeta := map[string]any{
-		"auc":                          map[string]any{"raw_value": 0.81, "type": "float"},
-		"raystep/submission_id":        text2(id),
-		"raystep/ray_job_id":           text2("02000000"),
-		"raystep/dashboard_url":        map[string]any{"raw_value": "https://ray.example.com/train", "type": "url"},
-		"raystep/backend":              text2("kuberay"),
-		"raystep/cluster":              text2("ml-ads/raystep-train"),
-		"raystep/cluster_shape":        text2("head + 4x gpu"),
-		"raystep/spec":                 text2("ads-ranking-train"),
-		"raystep/kind":                 text2("train"),
-		"raystep/status":               text2("SUCCEEDED"),
-		"raystep/attached":             map[string]any{"raw_value": false, "type": "bool"},
-		"raystep/gpu_type":             text2("a100-80gb"),
-		"raystep/gpu_count":            map[string]any{"raw_value": 4.0, "type": "int"},
-		"raystep/gpu_hours":            float2(4),
-		"raystep/duration_provision_s": float2(30),
-		"raystep/duration_dashboard_s": float2(1),
-		"raystep/duration_upload_s":    float2(2),
-		"raystep/duration_submit_s":    float2(1),
-		"raystep/duration_run_s":       float2(3600),
-		"raystep/duration_teardown_s":  float2(5),
-		"raystep/duration_total_s":     float2(3639),
-	}
+	wantMeta := wantSuccessMetadata(id)
 	msgs := h.driverMessages()
 	wantMethods := []string{
 		"log " + `{"message": "epoch 1 loss=0.52", "level": "INFO"}`,
@@ -137,6 +115,34 @@ func TestRunSubmitsRuntimeEnvWithBootstrap(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]any{"SEED": "7", EnvPipesContext: "spoofed"}, spec["env_vars"]); diff != "" {
 		t.Errorf("the caller's runtime env changed (-want +got):\n%s", diff)
+	}
+}
+
+// wantSuccessMetadata is the driver's metadata merged with raystep's for
+// the harness's successful step.
+func wantSuccessMetadata(id string) map[string]any {
+	return map[string]any{
+		"auc":                          map[string]any{"raw_value": 0.81, "type": "float"},
+		"raystep/submission_id":        text2(id),
+		"raystep/ray_job_id":           text2("02000000"),
+		"raystep/dashboard_url":        map[string]any{"raw_value": "https://ray.example.com/train", "type": "url"},
+		"raystep/backend":              text2("kuberay"),
+		"raystep/cluster":              text2("ml-ads/raystep-train"),
+		"raystep/cluster_shape":        text2("head + 4x gpu"),
+		"raystep/spec":                 text2("ads-ranking-train"),
+		"raystep/kind":                 text2("train"),
+		"raystep/status":               text2("SUCCEEDED"),
+		"raystep/attached":             map[string]any{"raw_value": false, "type": "bool"},
+		"raystep/gpu_type":             text2("a100-80gb"),
+		"raystep/gpu_count":            map[string]any{"raw_value": 4.0, "type": "int"},
+		"raystep/gpu_hours":            float2(4),
+		"raystep/duration_provision_s": float2(30),
+		"raystep/duration_dashboard_s": float2(1),
+		"raystep/duration_upload_s":    float2(2),
+		"raystep/duration_submit_s":    float2(1),
+		"raystep/duration_run_s":       float2(3600),
+		"raystep/duration_teardown_s":  float2(5),
+		"raystep/duration_total_s":     float2(3639),
 	}
 }
 
