@@ -2,8 +2,8 @@ package raysubmit_test
 
 import (
 	"archive/zip"
-	"encoding/pem"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
