@@ -52,7 +52,7 @@ def parse_args() -> argparse.Namespace:
         "--rows", type=int, default=200_000, help="impressions to score"
     )
     parser.add_argument(
-        "--blocks", type=int, default=8, help="Ray Data blocks (and Parquet files)"
+        "--blocks", type=int, default=4, help="Ray Data blocks (and Parquet files)"
     )
     parser.add_argument("--batch-size", type=int, default=8192)
     args = parser.parse_args()
