@@ -176,3 +176,4 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 	c.timers = kept
 }
+

@@ -299,3 +299,47 @@ func containsPrefix(list []string, prefix string) bool {
 	}
 	return false
 }
+
+func TestRunWaitsForStatusAfterLog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	polls := 0
+	h.jobs.get = func(ctx context.Context, id string) (JobInfo, error) {
+		h.calls.add("get")
+		if polls++; polls < 3 {
+			return JobInfo{Status: StatusRunning}, nil
+		}
+		return h.final, nil
+	}
+	if _, err := h.run(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []string{"provision", "ready", "dashboard", "connect", "submit", "set job id", "tail", "get", "get", "get", "teardown keep=false"}
+	if diff := cmp.Diff(want, callNames(h.calls.list())); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunJobIgnoresStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
+		h.cancel(&testSignal{name: "interrupt"})
+		return blockUntilDone(ctx)
+	}
+	h.jobs.get = func(ctx context.Context, id string) (JobInfo, error) {
+		h.clock.Advance(10 * one) // the StopTimeout (30s) passes after three polls
+		return JobInfo{Status: StatusRunning}, nil
+	}
+	_, err := h.run()
+	if !errors.Is(err, ErrCancelled) || errors.Is(err, ErrInfrastructure) {
+		t.Fatalf("Run error %v, want only the cancellation", err)
+	}
+	if logs := h.ownLogs(); !containsPrefix(logs, "WARNING raystep teardown: job "+StepID(h.step.Name, testRunID, "ads/model", 0)+" still RUNNING") {
+		t.Errorf("own logs %v, want a warning that the job is still running", logs)
+	}
+	calls := h.calls.list()
+	if calls[len(calls)-1] != "teardown keep=false" {
+		t.Errorf("calls %v, want the cluster torn down after all", calls)
+	}
+}
