@@ -176,4 +176,3 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 	c.timers = kept
 }
-
