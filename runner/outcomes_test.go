@@ -297,28 +297,37 @@ func TestRunTeardownPolicy(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		policy   TeardownPolicy
-		fail     bool
+		outcome  string // succeeded, failed or cancelled
 		wantKeep bool
 	}{
-		{"", false, false},
-		{TeardownAlways, false, false},
-		{TeardownAlways, true, false},
-		{TeardownOnSuccess, false, false},
-		{TeardownOnSuccess, true, true},
-		{TeardownNever, false, true},
-		{TeardownNever, true, true},
+		{"", "succeeded", false},
+		{TeardownAlways, "succeeded", false},
+		{TeardownAlways, "failed", false},
+		{TeardownAlways, "cancelled", false},
+		{TeardownOnSuccess, "succeeded", false},
+		{TeardownOnSuccess, "failed", true},
+		{TeardownOnSuccess, "cancelled", false},
+		{TeardownNever, "succeeded", true},
+		{TeardownNever, "failed", true},
+		{TeardownNever, "cancelled", true},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s failed=%v", tt.policy, tt.fail), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s %s", tt.policy, tt.outcome), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			h.step.Teardown = tt.policy
-			if tt.fail {
+			switch tt.outcome {
+			case "failed":
 				h.final = JobInfo{Status: StatusFailed}
+			case "cancelled":
+				h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
+					h.cancel(&testSignal{name: "interrupt"})
+					return blockUntilDone(ctx)
+				}
 			}
 			res, err := h.run()
-			if (err != nil) != tt.fail {
-				t.Fatalf("Run error %v, want failure %v", err, tt.fail)
+			if (err != nil) != (tt.outcome != "succeeded") {
+				t.Fatalf("Run error %v, want outcome %s", err, tt.outcome)
 			}
 			calls := h.calls.list()
 			if diff := cmp.Diff(fmt.Sprintf("teardown keep=%v", tt.wantKeep), calls[len(calls)-1]); diff != "" {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +88,8 @@ type TeardownPolicy string
 const (
 	// TeardownAlways deletes the cluster on every path (the default).
 	TeardownAlways TeardownPolicy = "always"
-	// TeardownOnSuccess keeps the cluster for debugging when the step failed.
+	// TeardownOnSuccess keeps the cluster for debugging when the job or
+	// the infrastructure failed; a cancelled step is still torn down.
 	TeardownOnSuccess TeardownPolicy = "on_success"
 	// TeardownNever keeps the cluster (its TTL still applies).
 	TeardownNever TeardownPolicy = "never"
@@ -99,7 +101,7 @@ func (p TeardownPolicy) keep(err error) bool {
 	case TeardownNever:
 		return true
 	case TeardownOnSuccess:
-		return err != nil
+		return err != nil && !errors.Is(err, ErrCancelled)
 	default:
 		return false
 	}

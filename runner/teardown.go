@@ -23,7 +23,8 @@ func (s *state) finish(ctx context.Context, err error) error {
 	tctx, cancel := s.teardownContext(ctx)
 	defer cancel()
 	start := s.clock.Now()
-	terr := errors.Join(s.stopJob(tctx), s.teardownCluster(tctx, err))
+	terr := s.stopJob(tctx)
+	terr = errors.Join(terr, s.teardownCluster(tctx, err))
 	s.record(PhaseTeardown, s.clock.Now().Sub(start))
 	if terr != nil {
 		err = errors.Join(err, &InfraError{Phase: PhaseTeardown, Err: terr})
