@@ -3,8 +3,10 @@ package schemas
 import (
 	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +32,11 @@ func exampleProfiles(t testing.TB) map[string]*Profile {
 
 func TestExamplesAreValid(t *testing.T) {
 	t.Parallel()
-	specs, err := filepath.Glob("../examples/*/*.yaml")
-	if err != nil || len(specs) == 0 {
-		t.Fatalf("no example specs found: %v", err)
+	specs := exampleSpecs(t)
+	if len(specs) < 3 {
+		t.Fatalf("found %d example specs, want at least 3", len(specs))
 	}
 	for _, file := range specs {
-		if isProfile(t, file) {
-			continue
-		}
 		for name, p := range exampleProfiles(t) {
 			t.Run(filepath.Base(file)+"/"+name, func(t *testing.T) {
 				t.Parallel()
@@ -49,13 +48,28 @@ func TestExamplesAreValid(t *testing.T) {
 	}
 }
 
-// isProfile reports whether file is a profile rather than a job spec.
-func isProfile(t *testing.T, file string) bool {
-	data, err := os.ReadFile(file)
+// exampleSpecs finds every job spec (a YAML file of kind RayStep) under
+// examples/, however deep.
+func exampleSpecs(t *testing.T) []string {
+	t.Helper()
+	var specs []string
+	err := filepath.WalkDir("../examples", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if regexp.MustCompile(`(?m)^kind:\s*RayStep\s*$`).Match(data) {
+			specs = append(specs, path)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Contains(string(data), "kind: PlatformProfile")
+	return specs
 }
 
 func TestInvalidFixtures(t *testing.T) {
