@@ -29,7 +29,10 @@ type ClusterRequest struct {
 	// DNS-1035 label of at most 47 characters, fit to name a RayJob. The
 	// Ray submission id is the same string.
 	ID string
-	// Step is the step being run, for labels and annotations.
+	// RunID is the Dagster run id, or the one made up for a standalone run.
+	RunID string
+	// Step is the step being run, for labels and annotations
+	// (Step.Dagster.Key() names the step within the run).
 	Step Step
 }
 

@@ -12,7 +12,7 @@ import (
 // provision creates (or finds) the cluster and waits until it is ready.
 // Infrastructure failures the cluster reports from then on cancel the step.
 func (s *state) provision(ctx context.Context) error {
-	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, Step: s.step})
+	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, RunID: s.runID, Step: s.step})
 	if cl != nil {
 		s.cluster = cl
 		s.watch()
@@ -197,7 +197,7 @@ func (s *state) jobMetadata() map[string]string {
 		"raystep.dev/step-id":      s.id,
 		"raystep.dev/spec":         s.step.Name,
 		"raystep.dev/dagster-run":  s.runID,
-		"raystep.dev/dagster-step": s.step.Dagster.stepKey(),
+		"raystep.dev/dagster-step": s.step.Dagster.Key(),
 		"raystep.dev/retry":        strconv.Itoa(s.step.Dagster.RetryNumber),
 	}
 	if s.step.Kind != "" {

@@ -62,7 +62,7 @@ func (r *Runner) newState(step Step) (*state, error) {
 		clock: r.Clock,
 		step:  step,
 		runID: runID,
-		id:    StepID(step.Name, runID, step.Dagster.stepKey(), step.Dagster.RetryNumber),
+		id:    StepID(step.Name, runID, step.Dagster.Key(), step.Dagster.RetryNumber),
 		start: r.Clock.Now(),
 	}
 	s.relay = &relay{out: r.Stdout, onMessage: s.driverMessage, onInvalid: s.invalidLine}

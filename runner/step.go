@@ -72,8 +72,9 @@ type Dagster struct {
 	Context json.RawMessage
 }
 
-// stepKey returns the key that tells this run's steps apart.
-func (d Dagster) stepKey() string {
+// Key returns what tells the run's steps apart: StepKey, or the asset keys
+// joined with "," when it is empty.
+func (d Dagster) Key() string {
 	if d.StepKey != "" {
 		return d.StepKey
 	}
