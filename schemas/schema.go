@@ -76,13 +76,23 @@ func validateSchema(sch *jsonschema.Schema, file string, tree any, pos positions
 	if !errors.As(err, &ve) {
 		return fmt.Errorf("validate %s: %w", file, err)
 	}
-	collect(ve, file, pos, errs)
+	c := &collector{root: sch, file: file, pos: pos, errs: errs}
+	c.collect(ve)
 	return nil
+}
+
+// collector turns a schema error tree into FieldErrors.
+type collector struct {
+	root *jsonschema.Schema
+	file string
+	pos  positions
+	errs *ValidationErrors
 }
 
 // collect walks the error tree and keeps the leaves, which name the actual
 // problem; groups like anyOf are reported once at their own location.
-func collect(ve *jsonschema.ValidationError, file string, pos positions, errs *ValidationErrors) {
+func (c *collector) collect(ve *jsonschema.ValidationError) {
+	file, pos, errs := c.file, c.pos, c.errs
 	ptr := pointer(ve.InstanceLocation)
 	switch k := ve.ErrorKind.(type) {
 	case *kind.AnyOf, *kind.OneOf:
@@ -95,6 +105,10 @@ func collect(ve *jsonschema.ValidationError, file string, pos positions, errs *V
 		}
 	case *kind.AdditionalProperties:
 		for _, p := range k.Properties {
+			if s := suggestKey(c.root, ve.InstanceLocation, p); s != "" {
+				errs.add(file, pos, join(ptr, p), "unknown key %q (did you mean %q?)", p, s)
+				continue
+			}
 			errs.add(file, pos, join(ptr, p), "unknown key %q", p)
 		}
 		return
@@ -105,8 +119,8 @@ func collect(ve *jsonschema.ValidationError, file string, pos positions, errs *V
 		return
 	}
 	if len(ve.Causes) > 0 {
-		for _, c := range ve.Causes {
-			collect(c, file, pos, errs)
+		for _, cause := range ve.Causes {
+			c.collect(cause)
 		}
 		return
 	}

@@ -57,9 +57,9 @@ func TestCommands(t *testing.T) {
 		{
 			name: "errors of all files", args: []string{"validate", "-f", invalid + "unknown_keys.yaml", "-f", train, "-f", invalid + "broken_yaml.yaml"},
 			wantCode: 2, wantOut: train + ": ok\n",
-			wantErr: invalid + `unknown_keys.yaml: /spec/clster: unknown key "clster"
-` + invalid + `unknown_keys.yaml: /spec/cluster/head/gpus: unknown key "gpus"
-` + invalid + `unknown_keys.yaml: /spec/cluster/workers/0/replica: unknown key "replica"
+			wantErr: invalid + `unknown_keys.yaml: /spec/clster: unknown key "clster" (did you mean "cluster"?)
+` + invalid + `unknown_keys.yaml: /spec/cluster/head/gpus: unknown key "gpus" (did you mean "cpus"?)
+` + invalid + `unknown_keys.yaml: /spec/cluster/workers/0/replica: unknown key "replica" (did you mean "replicas"?)
 ` + invalid + `broken_yaml.yaml: /: line 7: did not find expected ',' or ']'
 `,
 		},
