@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,27 +103,48 @@ func (h *Head) Pid() int { return h.cmd.Process.Pid }
 func (h *Head) Output() string { return h.tail.String() }
 
 // StartHead starts a Ray head and returns once its dashboard answers
-// GET /api/version. On any failure it stops what it started.
+// GET /api/version. On any failure it stops what it started. A head that
+// dies because another process took one of its ports meanwhile is retried
+// with new ports, twice at most.
 func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
 		return nil, err
 	}
+	for attempt := 1; ; attempt++ {
+		h, err := startHead(ctx, rayBin, opts)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
+			return h, err
+		}
+		if h := opts.Logger; h != nil {
+			h.Warn("ray head lost a port race; retrying with new ports", zap.Error(err))
+		}
+	}
+}
+
+// errPortTaken marks a head that exited because a port was taken.
+var errPortTaken = errors.New("port already in use")
+
+func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, error) {
 	h := &Head{
 		done:        make(chan struct{}),
 		tail:        newTailBuffer(16 << 10),
-		host:        orDefault(opts.Host, "127.0.0.1"),
+		host:        opts.Host,
 		logger:      opts.Logger,
 		stopTimeout: opts.StopTimeout,
 	}
-	if h.logger == nil {
-		h.logger = zap.NewNop()
+	if h.host == "" {
+		h.host = "127.0.0.1"
 	}
 	if h.stopTimeout == 0 {
 		h.stopTimeout = 15 * time.Second
 	}
+	if h.logger == nil {
+		h.logger = zap.NewNop()
+	}
 	h.tempDir, h.ownsTempDir = opts.TempDir, opts.TempDir == ""
 	if h.ownsTempDir {
+		var err error
 		if h.tempDir, err = os.MkdirTemp("/tmp", "rs"); err != nil {
 			return nil, fmt.Errorf("create ray temp dir: %w", err)
 		}
@@ -145,7 +165,11 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 		return nil, fmt.Errorf("start %s: %w", rayBin, err)
 	}
 	go func() { h.waitErr = h.cmd.Wait(); close(h.done) }()
-	if err := h.waitReady(ctx, orDuration(opts.ReadyTimeout, 2*time.Minute)); err != nil {
+	ready := opts.ReadyTimeout
+	if ready == 0 {
+		ready = 2 * time.Minute
+	}
+	if err := h.waitReady(ctx, ready); err != nil {
 		stopErr := h.Stop(context.WithoutCancel(ctx))
 		return nil, errors.Join(err, stopErr)
 	}
@@ -206,7 +230,12 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-h.done:
-			return fmt.Errorf("ray head exited before its dashboard answered (%v); output:\n%s", h.waitErr, h.Output())
+			out := h.Output()
+			err := fmt.Errorf("ray head exited before its dashboard answered (%v); output:\n%s", h.waitErr, out)
+			if strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("wait for ray dashboard %s: %w; output:\n%s", url, context.Cause(ctx), h.Output())
 		case <-tick.C:
@@ -280,138 +309,4 @@ func (h *Head) removeTempDir() {
 	if h.ownsTempDir && h.tempDir != "" {
 		_ = os.RemoveAll(h.tempDir)
 	}
-}
-
-// killStragglers SIGKILLs processes whose command line mentions dir, which
-// is unique to one head. It reads /proc and does nothing elsewhere.
-func killStragglers(dir string) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil || dir == "" {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if s := string(cmdline); strings.Contains(s, dir+"/") || strings.Contains(s, dir+"\x00") {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
-// headEnv is this process's environment minus RAY_ADDRESS, with the ray
-// executable's directory first on PATH so entrypoints such as
-// `python train.py` run with the interpreter Ray was installed into.
-func headEnv(rayBin string, extra []string) []string {
-	binDir := filepath.Dir(rayBin)
-	env := make([]string, 0, len(os.Environ())+len(extra)+2)
-	path := binDir
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "RAY_ADDRESS="):
-		case strings.HasPrefix(kv, "PATH="):
-			path = binDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
-		default:
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
-	if _, err := os.Stat(filepath.Join(binDir, "..", "pyvenv.cfg")); err == nil {
-		env = append(env, "VIRTUAL_ENV="+filepath.Dir(binDir))
-	}
-	return append(env, extra...)
-}
-
-// FindRay locates the ray executable: explicit when set, else .venv/bin/ray
-// in the working directory or one of its parents, else ray on PATH.
-func FindRay(explicit string) (string, error) {
-	if explicit != "" {
-		if _, err := os.Stat(explicit); err != nil {
-			return "", fmt.Errorf("ray executable %s: %w", explicit, errors.Join(err, ErrRayNotFound))
-		}
-		return filepath.Abs(explicit)
-	}
-	if dir, err := os.Getwd(); err == nil {
-		for {
-			cand := filepath.Join(dir, ".venv", "bin", "ray")
-			if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
-				return cand, nil
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	if p, err := exec.LookPath("ray"); err == nil {
-		return filepath.Abs(p)
-	}
-	return "", ErrRayNotFound
-}
-
-// freePorts returns n distinct ports that were free on host: all are held
-// open together so the kernel cannot hand out one twice.
-func freePorts(host string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
-func writers(tail io.Writer, w io.Writer) io.Writer {
-	if w == nil {
-		return tail
-	}
-	return io.MultiWriter(tail, w)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func orDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }

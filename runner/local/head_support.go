@@ -1,0 +1,135 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// killStragglers SIGKILLs processes whose command line mentions dir, which
+// is unique to one head. It reads /proc and does nothing elsewhere.
+func killStragglers(dir string) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil || dir == "" {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if s := string(cmdline); strings.Contains(s, dir+"/") || strings.Contains(s, dir+"\x00") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// headEnv is this process's environment minus RAY_ADDRESS, with the ray
+// executable's directory first on PATH so entrypoints such as
+// `python train.py` run with the interpreter Ray was installed into.
+func headEnv(rayBin string, extra []string) []string {
+	binDir := filepath.Dir(rayBin)
+	env := make([]string, 0, len(os.Environ())+len(extra)+2)
+	path := binDir
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "RAY_ADDRESS="):
+		case strings.HasPrefix(kv, "PATH="):
+			path = binDir + string(os.PathListSeparator) + strings.TrimPrefix(kv, "PATH=")
+		default:
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
+	if _, err := os.Stat(filepath.Join(binDir, "..", "pyvenv.cfg")); err == nil {
+		env = append(env, "VIRTUAL_ENV="+filepath.Dir(binDir))
+	}
+	return append(env, extra...)
+}
+
+// FindRay locates the ray executable: explicit when set, else .venv/bin/ray
+// in the working directory or one of its parents, else ray on PATH.
+func FindRay(explicit string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("ray executable %s: %w", explicit, errors.Join(err, ErrRayNotFound))
+		}
+		return filepath.Abs(explicit)
+	}
+	if dir, err := os.Getwd(); err == nil {
+		for {
+			cand := filepath.Join(dir, ".venv", "bin", "ray")
+			if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
+				return cand, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	if p, err := exec.LookPath("ray"); err == nil {
+		return filepath.Abs(p)
+	}
+	return "", ErrRayNotFound
+}
+
+// freePorts returns n distinct ports that were free on host: all are held
+// open together so the kernel cannot hand out one twice.
+func freePorts(host string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+func writers(tail io.Writer, w io.Writer) io.Writer {
+	if w == nil {
+		return tail
+	}
+	return io.MultiWriter(tail, w)
+}
