@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -128,9 +129,7 @@ func ParseProfile(file string, data []byte) (*Profile, error) {
 	if err := validateSchema(c.profile, file, tree, pos, errs); err != nil {
 		return nil, err
 	}
-	if len(errs.Errors) == 0 {
-		checkProfile(file, tree, pos, errs)
-	}
+	checkProfile(file, tree, pos, errs)
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
@@ -167,6 +166,7 @@ func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) 
 		gm, _ := g.(map[string]any)
 		base := "/spec/gpuTypes/" + escapeToken(name)
 		checkLabels(file, pos, errs, base+"/nodeSelector", gm["nodeSelector"])
+		checkTolerations(file, pos, errs, base+"/tolerations", gm["tolerations"])
 		if rn, _ := gm["resourceName"].(string); rn != "" {
 			if msg := qualifiedName(rn); msg != "" {
 				errs.add(file, pos, base+"/resourceName", "%q is not a resource name: %s", rn, msg)
@@ -177,6 +177,25 @@ func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) 
 	if d, ok := limits["maxRunTimeout"].(string); ok {
 		if _, msg := parseDuration(d); msg != "" {
 			errs.add(file, pos, "/spec/limits/maxRunTimeout", "%s", msg)
+		}
+	}
+}
+
+// checkTolerations applies Kubernetes' toleration rules: Exists takes no
+// value, and Equal (the default) needs a key.
+func checkTolerations(file string, pos positions, errs *ValidationErrors, ptr string, v any) {
+	list, _ := v.([]any)
+	for i, t := range list {
+		tm, _ := t.(map[string]any)
+		op, _ := tm["operator"].(string)
+		key, _ := tm["key"].(string)
+		val, _ := tm["value"].(string)
+		p := ptr + "/" + strconv.Itoa(i)
+		switch {
+		case op == "Exists" && val != "":
+			errs.add(file, pos, p+"/value", "must be empty when operator is Exists")
+		case op != "Exists" && key == "":
+			errs.add(file, pos, p+"/key", "is required unless operator is Exists")
 		}
 	}
 }

@@ -40,6 +40,10 @@ spec:
       resourceName: "nvidia gpu"
       nodeSelector: {pool: a100}
       tolerations: [{key: k, operator: Maybe}]
+    l4:
+      resourceName: nvidia.com/gpu
+      nodeSelector: {pool: l4}
+      tolerations: [{operator: Exists, value: v}, {value: v}]
   nodePools: {}
 `
 	_, err := ParseProfile("p.yaml", []byte(src))
@@ -51,7 +55,10 @@ spec:
 	for _, e := range ve.Errors {
 		got = append(got, e.Pointer)
 	}
-	want := []string{"/spec/images/allow", "/spec/gpuTypes/a100/tolerations/0/operator", "/spec/nodePools"}
+	want := []string{
+		"/spec/images/allow", "/spec/gpuTypes/a100/resourceName", "/spec/gpuTypes/a100/tolerations/0/operator",
+		"/spec/gpuTypes/l4/tolerations/0/value", "/spec/gpuTypes/l4/tolerations/1/key", "/spec/nodePools",
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pointers (-want +got):\n%s\n%v", diff, err)
 	}

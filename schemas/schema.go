@@ -142,6 +142,10 @@ func describe(k jsonschema.ErrorKind) string {
 			return "must not be empty"
 		}
 		return fmt.Sprintf("must be at least %d characters, got %d", k.Want, k.Got)
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d item(s), got %d", k.Want, k.Got)
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)
 	case *kind.MaxLength:
 		return fmt.Sprintf("must be at most %d characters, got %d", k.Want, k.Got)
 	}

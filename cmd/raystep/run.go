@@ -42,7 +42,11 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitCode(ctx, err)
 	}
 	a.cfg = cfg
-	a.log = newLogger(cfg.LogLevel, a.stderr)
+	a.log, err = newLogger(cfg.LogLevel, a.stderr)
+	if err != nil {
+		a.report(err)
+		return exitCode(ctx, err)
+	}
 	defer func() { _ = a.log.Sync() }()
 
 	root := a.rootCommand()
@@ -110,13 +114,13 @@ func (a *app) report(err error) {
 }
 
 // newLogger builds raystep's one logger: human-readable, on stderr.
-func newLogger(level string, w io.Writer) *zap.Logger {
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		lvl = zapcore.InfoLevel
+		return nil, &usageError{fmt.Errorf("RAYSTEP_LOG_LEVEL=%q: want debug, info, warn or error", level)}
 	}
 	enc := zap.NewDevelopmentEncoderConfig()
 	enc.TimeKey = ""
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core)
+	return zap.New(core), nil
 }

@@ -77,7 +77,8 @@ func TestCommands(t *testing.T) {
 		{name: "ls is not registered yet", args: []string{"ls"}, wantCode: 2, wantErrHas: `unknown command "ls"`},
 		{name: "gc is not registered yet", args: []string{"gc"}, wantCode: 2, wantErrHas: `unknown command "gc"`},
 		{name: "bad output", args: []string{"render", "-f", train, "-o", "toml"}, wantCode: 2, wantErrHas: `want yaml or json`},
-		{name: "bad env", env: map[string]string{"RAYSTEP_LOG_LEVEL": "x"}, args: []string{"version"}, wantOut: "raystep dev"},
+		{name: "bad log level", env: map[string]string{"RAYSTEP_LOG_LEVEL": "x"}, args: []string{"version"}, wantCode: 2, wantErrHas: `RAYSTEP_LOG_LEVEL="x"`},
+		{name: "version", args: []string{"version"}, wantOut: "raystep dev"},
 		{name: "schema arg", args: []string{"schema", "other"}, wantCode: 2, wantErrHas: `invalid argument "other"`},
 	}
 	for _, tt := range tests {
