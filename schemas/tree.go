@@ -1,8 +1,11 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -39,24 +42,44 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // starts. Syntax problems are returned as FieldErrors.
 func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
 	errs := &ValidationErrors{}
+	pos := positions{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		fe := FieldError{File: file, Pointer: "/", Message: strings.TrimPrefix(err.Error(), "yaml: ")}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			fe.Line, _ = strconv.Atoi(m[1])
-			fe.Message = fmt.Sprintf("line %s: %s", m[1], m[2])
+	err := dec.Decode(&doc)
+	if err == nil && len(doc.Content) == 0 {
+		err = io.EOF
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			errs.add(file, pos, "/", "the file is empty; expected one document")
+			return nil, pos, errs
 		}
-		errs.Errors = append(errs.Errors, fe)
+		errs.Errors = append(errs.Errors, syntaxError(file, err))
 		return nil, nil, errs
 	}
-	pos := positions{}
-	if len(doc.Content) == 0 {
-		errs.add(file, pos, "/", "the file is empty; expected a RayStep document")
-		return nil, pos, errs
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		errs.Errors = append(errs.Errors, FieldError{File: file, Pointer: "/", Line: extra.Line, Column: extra.Column,
+			Message: fmt.Sprintf("line %d: a second YAML document; put one spec in each file", extra.Line)})
+		return nil, nil, errs
+	case !errors.Is(err, io.EOF):
+		errs.Errors = append(errs.Errors, syntaxError(file, err))
+		return nil, nil, errs
 	}
 	d := &treeDecoder{file: file, pos: pos, errs: errs}
 	v := d.node(doc.Content[0], "")
 	return v, pos, errs
+}
+
+// syntaxError turns a go-yaml error into a FieldError with its line.
+func syntaxError(file string, err error) FieldError {
+	fe := FieldError{File: file, Pointer: "/", Message: strings.TrimPrefix(err.Error(), "yaml: ")}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		fe.Line, _ = strconv.Atoi(m[1])
+		fe.Message = fmt.Sprintf("line %s: %s", m[1], m[2])
+	}
+	return fe
 }
 
 // treeDecoder turns yaml.Nodes into plain values.
