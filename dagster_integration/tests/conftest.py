@@ -31,8 +31,21 @@ def ray_path() -> str:
     return os.pathsep.join([str(VENV_BIN), interpreter_bin, os.environ.get("PATH", "")])
 
 
-def load_example_definitions() -> ModuleType:
-    """Import examples/dagster_project/definitions.py as a fresh module."""
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository root."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def example_definitions() -> Path:
+    """examples/dagster_project/definitions.py."""
+    return EXAMPLE_DEFINITIONS
+
+
+@pytest.fixture
+def example() -> ModuleType:
+    """The example project's definitions module, freshly imported."""
     spec = importlib.util.spec_from_file_location(
         "ads_ranking_definitions", EXAMPLE_DEFINITIONS
     )
@@ -40,9 +53,3 @@ def load_example_definitions() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def example() -> ModuleType:
-    """The example project's definitions module."""
-    return load_example_definitions()

@@ -8,7 +8,6 @@ from pathlib import Path
 from types import ModuleType
 
 import dagster as dg
-from conftest import EXAMPLE_DEFINITIONS, REPO
 
 MODEL = dg.AssetKey("ads_ranking_model")
 PREDICTIONS = dg.AssetKey("ads_ranking_predictions")
@@ -50,16 +49,18 @@ def test_daily_schedule_runs_the_assets_and_check(example: ModuleType) -> None:
     assert example.ads_ranking_daily.selection.resolve_checks(graph) == {AUC_CHECK}
 
 
-def test_dagster_cli_validates_the_project() -> None:
+def test_dagster_cli_validates_the_project(
+    repo: Path, example_definitions: Path
+) -> None:
     result = subprocess.run(
         [
             str(Path(sys.executable).parent / "dagster"),
             "definitions",
             "validate",
             "-f",
-            str(EXAMPLE_DEFINITIONS),
+            str(example_definitions),
         ],
-        cwd=REPO,
+        cwd=repo,
         capture_output=True,
         text=True,
         timeout=120,
