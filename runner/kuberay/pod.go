@@ -10,16 +10,26 @@ import (
 	"github.com/raystep/raystep/schemas"
 )
 
+// shmVolume names the shared-memory volume of every Ray pod.
+const shmVolume = "dshm"
+
 // podTemplate builds a Ray pod: the profile's service account, security
 // context and pull secrets, plus GPU placement when gpu is set.
 func podTemplate(profile *schemas.Profile, labels map[string]string, ctr corev1.Container, gpu *schemas.GPUType) corev1.PodTemplateSpec {
 	p := profile.Spec
 	t := corev1.PodTemplateSpec{}
 	t.Labels = maps.Clone(labels)
+	// Ray's object store lives in /dev/shm, which container runtimes cap at
+	// 64 MiB; a memory-backed volume lets it use the pod's memory instead.
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm"})
 	t.Spec = corev1.PodSpec{
 		ServiceAccountName: p.ServiceAccount,
 		SecurityContext:    podSecurity(p.PodSecurity),
 		Containers:         []corev1.Container{ctr},
+		Volumes: []corev1.Volume{{
+			Name:         shmVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
+		}},
 	}
 	for _, s := range p.Images.PullSecrets {
 		t.Spec.ImagePullSecrets = append(t.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
