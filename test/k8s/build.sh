@@ -10,7 +10,7 @@
 #
 #   ${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}/k8s-<ver>-etcd-<ver>-kwok-<ver>/
 #     bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok}
-#     stages/{node-fast,node-heartbeat,node-chaos,pod-general,pod-chaos}/*.yaml
+#     stages/{node-fast,node-heartbeat,node-chaos,pod-general,pod-fast,pod-chaos}/*.yaml
 #     VERSIONS, BUILD_TIMES
 #
 # The directory is built under a temporary name and renamed when complete, so
@@ -36,11 +36,15 @@ etcd_version=$(modversion "$here/tools/etcd" go.etcd.io/etcd/server/v3)
 cache=${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}
 dir="$cache/k8s-$kube_version-etcd-$etcd_version-kwok-$kwok_version"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# kwok's stage sets (kustomize/stage/<kind>/<set> in its module), copied to
+# stages/<kind>-<set>/: pod/general has realistic per-phase delays, pod/fast
+# none; the chaos sets act only on objects that opt in by label.
+stages=(node/fast node/heartbeat node/chaos pod/general pod/fast pod/chaos)
 
 complete() {
-	local b
+	local b s
 	for b in "${bins[@]}"; do [[ -x "$1/bin/$b" ]] || return 1; done
-	[[ -d "$1/stages/pod-general" ]]
+	for s in "${stages[@]}"; do [[ -d "$1/stages/${s/\//-}" ]] || return 1; done
 }
 
 if complete "$dir"; then
@@ -102,9 +106,8 @@ total_end=$(date +%s)
 printf 'total %ds\n' "$((total_end - total_start))" >>"$tmp/BUILD_TIMES"
 
 kwok_dir=$(cd "$tmp" && go mod download -json "$kwok_module@$kwok_version" | sed -n 's/^\t"Dir": "\(.*\)",\{0,1\}$/\1/p')
-for s in node/fast node/heartbeat node/chaos pod/general pod/chaos; do
+for s in "${stages[@]}"; do
 	src="$kwok_dir/kustomize/stage/$s"
-	[[ -d "$src" ]] || continue
 	dst="$tmp/stages/${s/\//-}"
 	mkdir -p "$dst"
 	find "$src" -maxdepth 1 -name '*.yaml' ! -name kustomization.yaml -exec cp {} "$dst/" \;
