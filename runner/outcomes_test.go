@@ -205,6 +205,9 @@ func TestRunFailures(t *testing.T) {
 					t.Errorf("teardown %d ran on a done context: %v", i, terr)
 				}
 			}
+			if logs := h.ownLogs(); !containsPrefix(logs, "ERROR raystep failed: "+err.Error()) {
+				t.Errorf("own logs %v, want the error logged for Dagster's event log", logs)
+			}
 			exc := h.closedWith()
 			if exc == nil || exc.Name != tt.wantExc || exc.Message != err.Error() {
 				t.Errorf("closed with %+v, want %s: %v", exc, tt.wantExc, err)

@@ -192,6 +192,9 @@ func (s *state) close(stepErr error) error {
 	if s.r.Session == nil {
 		return nil
 	}
+	if stepErr != nil { // shown in the run's event log, beside the exception
+		s.send(methodLog, map[string]any{"message": "raystep failed: " + stepErr.Error(), "level": "ERROR"})
+	}
 	if err := s.r.Session.Close(exceptionFor(stepErr)); err != nil {
 		return &InfraError{Phase: PhaseReport, Err: fmt.Errorf("close pipes session: %w", err)}
 	}
