@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+# The subprocess client raises this (not exported by `dagster`) when the process exits non-zero.
 from dagster._core.errors import DagsterPipesExecutionError
 from pydantic import Field
 
@@ -184,7 +187,7 @@ class RaystepResource(dg.ConfigurableResource):
             else context
         )
         command = self.command(spec, overrides)
-        op_context.log.info(f"raystep: {' '.join(command)}")
+        op_context.log.info(f"raystep: {shlex.join(command)}")
         client = dg.PipesSubprocessClient(
             cwd=self.cwd, termination_timeout_seconds=self.termination_timeout_seconds
         )
