@@ -62,6 +62,7 @@ type result struct {
 	bytes   int64
 	elapsed time.Duration
 	maxRSS  int64 // KiB
+	cpu     time.Duration
 	err     error
 }
 
@@ -69,6 +70,7 @@ func run(ctx context.Context) error {
 	mb := flag.Int("mb", 50, "MiB of log lines the job prints")
 	width := flag.Int("width", 100, "bytes per log line")
 	dashboard := flag.String("dashboard", "", "existing dashboard URL (default: start a head)")
+	sequential := flag.Bool("sequential", false, "run the clients one after the other, not at once")
 	flag.Parse()
 	rayBin, err := local.FindRay("")
 	if err != nil {
@@ -114,20 +116,27 @@ func run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, c := range cmds {
 		wg.Go(func() { results[i] = measure(c.name, c.cmd) })
+		if *sequential {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
-	fmt.Printf("job %s: %d lines of %d bytes (%d MiB)\n", sub.SubmissionID, lines, *width, *mb)
+	mode := "at once"
+	if *sequential {
+		mode = "one after the other"
+	}
+	fmt.Printf("job %s: %d lines of %d bytes (%d MiB), clients %s\n", sub.SubmissionID, lines, *width, *mb, mode)
 	for _, r := range results {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", r.name, r.err)
 		}
-		fmt.Printf("%-24s %10d bytes %7.2fs %7.2f MiB/s  peak RSS %6.1f MiB\n", r.name, r.bytes,
-			r.elapsed.Seconds(), float64(r.bytes)/(1<<20)/r.elapsed.Seconds(), float64(r.maxRSS)/1024)
+		fmt.Printf("%-24s %10d bytes %7.2fs %7.2f MiB/s  peak RSS %6.1f MiB  CPU %6.2fs\n", r.name, r.bytes,
+			r.elapsed.Seconds(), float64(r.bytes)/(1<<20)/r.elapsed.Seconds(), float64(r.maxRSS)/1024, r.cpu.Seconds())
 	}
 	rs, py := results[0], results[1]
-	fmt.Printf("ratio raysubmit/ray-cli: throughput %.2fx, peak RSS %.2fx\n",
+	fmt.Printf("ratio raysubmit/ray-cli: throughput %.2fx, peak RSS %.2fx, CPU %.2fx\n",
 		(float64(rs.bytes)/rs.elapsed.Seconds())/(float64(py.bytes)/py.elapsed.Seconds()),
-		float64(rs.maxRSS)/float64(py.maxRSS))
+		float64(rs.maxRSS)/float64(py.maxRSS), rs.cpu.Seconds()/py.cpu.Seconds())
 	return nil
 }
 
@@ -155,6 +164,7 @@ func measure(name string, cmd *exec.Cmd) result {
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSS = ru.Maxrss
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if r.err != nil {
 		r.err = fmt.Errorf("%w: %s", r.err, stderr.String())
