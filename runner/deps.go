@@ -187,12 +187,18 @@ type Message struct {
 	Params json.RawMessage
 }
 
-// Exception is the exception object of a "closed" message.
+// Exception is the exception object of a "closed" message, shaped as
+// Pipes sends it.
 type Exception struct {
-	Name    string     `json:"name"`
-	Message string     `json:"message"`
-	Stack   []string   `json:"stack"`
-	Cause   *Exception `json:"cause"`
+	// Name is the error's kind, e.g. "RayJobFailed" or "ValueError".
+	Name string `json:"name"`
+	// Message is the error's text.
+	Message string `json:"message"`
+	// Stack is the traceback, one entry per frame; never nil.
+	Stack []string `json:"stack"`
+	// Cause is the exception this one was raised from, if any.
+	Cause *Exception `json:"cause"`
+	// Context is the exception being handled when this one was raised.
 	Context *Exception `json:"context"`
 }
 

@@ -46,9 +46,11 @@ type Step struct {
 
 // Resources reserve capacity for the Ray driver.
 type Resources struct {
-	CPUs   float64
-	GPUs   float64
-	Memory int64 // bytes
+	// CPUs and GPUs are entrypoint_num_cpus and entrypoint_num_gpus.
+	CPUs, GPUs float64
+	// Memory is entrypoint_memory, in bytes.
+	Memory int64
+	// Custom is entrypoint_resources.
 	Custom map[string]float64
 }
 
