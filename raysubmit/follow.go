@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,17 +23,26 @@ import (
 // replays the log file from its first byte on every connection, so Follow
 // counts the bytes it has delivered and, after a dropped connection,
 // reconnects and discards that many bytes before writing again: no byte is
-// repeated or skipped. When the tail ends, Follow reads the full log once
-// (streaming it, never holding it) and writes whatever the tail did not
-// deliver, since the tail can miss the end of the log. Memory use does not
+// repeated or skipped. Once the job is terminal (the tail ends, or a status
+// poll every PollInterval says so) Follow reads the full log once,
+// streaming it, and writes whatever the tail has not delivered: the tail
+// can miss the end of the log, and it sends ten lines per frame, so a
+// finished job's backlog comes much faster this way. Memory use does not
 // grow with the log.
 func (c *Client) Follow(ctx context.Context, id string, w io.Writer) (int64, error) {
 	sw := &skipWriter{w: w}
 	failures := 0
 	for {
+		d, err := c.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return 0, fmt.Errorf("follow logs of job %s: %w", id, err)
+		}
+		if err == nil && d.Status.Terminal() {
+			break
+		}
 		before := sw.delivered
 		sw.seen = 0
-		ended, err := c.tailOnce(ctx, id, sw)
+		ended, err := c.tailWhileRunning(ctx, id, sw)
 		if ctx.Err() != nil {
 			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, context.Cause(ctx))
 		}
@@ -71,6 +81,39 @@ func (c *Client) FollowLines(ctx context.Context, id string, fn func(line []byte
 		return err
 	}
 	return lw.flush()
+}
+
+// tailWhileRunning runs tailOnce until it ends or a status poll finds the
+// job terminal, which it reports as ended.
+func (c *Client) tailWhileRunning(ctx context.Context, id string, sw *skipWriter) (bool, error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var terminal atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(c.PollInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-tick.C:
+			}
+			if t, err := c.jobTerminal(tctx, id); err == nil && t {
+				terminal.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	ended, err := c.tailOnce(tctx, id, sw)
+	cancel()
+	<-done
+	if terminal.Load() && ctx.Err() == nil {
+		return true, nil
+	}
+	return ended, err
 }
 
 // tailOnce reads one websocket connection to its end. ended reports that

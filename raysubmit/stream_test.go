@@ -58,7 +58,7 @@ func TestFollow100kLines(t *testing.T) {
 	c := headClient(t)
 	head := ray.Head(t).DashboardURL()
 	id := submit(t, c, raysubmit.SubmitRequest{
-		Entrypoint: fmt.Sprintf("python lines.py %d", n),
+		Entrypoint: fmt.Sprintf("python lines.py %d 0 6", n), // over ~6s: followers tail it live
 		RuntimeEnv: map[string]any{"working_dir": jobsDir(t, c)},
 	})
 	cutter := newFaultProxy(t, head, nil, 200_000, 700_000)
