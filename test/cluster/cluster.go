@@ -39,17 +39,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// NodeSpec describes one fake node that kwok runs.
+// NodeSpec describes one fake node that kwok runs. Its JSON form is what
+// the sandbox's -nodes file holds.
 type NodeSpec struct {
 	// Name is the node name; it is also its kubernetes.io/hostname label.
-	Name string
+	Name string `json:"name"`
 	// Labels are added to the standard node labels.
-	Labels map[string]string
+	Labels map[string]string `json:"labels,omitempty"`
 	// Taints are set on the node, e.g. nvidia.com/gpu=present:NoSchedule.
-	Taints []corev1.Taint
+	Taints []corev1.Taint `json:"taints,omitempty"`
 	// Capacity is the node's capacity and allocatable: cpu, memory, pods and
 	// any extended resource such as nvidia.com/gpu.
-	Capacity corev1.ResourceList
+	Capacity corev1.ResourceList `json:"capacity"`
 }
 
 // Options configures Start. The zero value starts a cluster without nodes

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/test/cluster"
+)
+
+// options are the sandbox's flags.
+type options struct {
+	dir        string
+	nodesFile  string
+	assets     string
+	rayBin     string
+	namespaces string
+	fast       bool
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, env file and logs, kept on exit (default: a new temporary directory, removed on exit)")
+	fs.StringVar(&o.nodesFile, "nodes", "", "YAML list of nodes {name, labels, taints, capacity} (default: one 8-GPU A100 node and one CPU node)")
+	fs.StringVar(&o.assets, "assets", "", "directory printed by test/k8s/build.sh (default: run it)")
+	fs.StringVar(&o.rayBin, "ray", "", "ray executable (default: .venv/bin/ray above the working directory, else PATH)")
+	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
+	fs.BoolVar(&o.fast, "fast", false, "pods start without kwok's realistic delays")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := sandbox(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "sandbox: %v\n", err)
+		return 3
+	}
+	return 0
+}
+
+// sandbox starts everything, prints where it is, waits for ctx to end and
+// stops everything on every path.
+func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
+	nodes, err := loadNodes(o.nodesFile)
+	if err != nil {
+		return err
+	}
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "raystep-sandbox-"); err != nil {
+			return fmt.Errorf("create sandbox dir: %w", err)
+		}
+		// Its kubeconfig is useless once the cluster is gone.
+		defer func() { err = errors.Join(err, os.RemoveAll(o.dir)) }()
+	}
+	rayBin, err := local.FindRay(o.rayBin)
+	if err != nil {
+		return fmt.Errorf("find ray: %w", err)
+	}
+	fmt.Fprintln(stderr, "sandbox: starting the Ray head")
+	head, err := local.StartHead(ctx, local.HeadOptions{RayBin: rayBin})
+	if err != nil {
+		return fmt.Errorf("start ray head: %w", err)
+	}
+	defer func() {
+		tctx, cancel := teardown(ctx)
+		defer cancel()
+		err = errors.Join(err, head.Stop(tctx))
+	}()
+
+	fmt.Fprintln(stderr, "sandbox: starting Kubernetes and the KubeRay operator")
+	opts := cluster.Options{
+		AssetsDir: o.assets, LogDir: filepath.Join(o.dir, "logs"),
+		Nodes: nodes, DashboardURL: head.DashboardURL(),
+	}
+	if o.fast {
+		opts.KwokStages = cluster.FastStages()
+	}
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("start cluster (logs in %s): %w", opts.LogDir, err)
+	}
+	defer func() {
+		tctx, cancel := teardown(ctx)
+		defer cancel()
+		err = errors.Join(err, c.Stop(tctx))
+	}()
+
+	if err := createNamespaces(ctx, c, o.namespaces); err != nil {
+		return err
+	}
+	envFile, err := writeFiles(o.dir, c, head.DashboardURL())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", o.dir)
+	fmt.Fprintf(stderr, "sandbox: ready; run `. %s` and use kubectl or raystep --backend kuberay. Ctrl-C stops it.\n", envFile)
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "sandbox: stopping")
+	return nil
+}
+
+// teardown is the context stopping runs under: not cancelled with ctx,
+// bounded on its own.
+func teardown(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+}
+
+// writeFiles writes dir/kubeconfig and dir/env and returns the env file.
+func writeFiles(dir string, c *cluster.Cluster, dashboardURL string) (string, error) {
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, c.KubeConfig, 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	env := filepath.Join(dir, "env")
+	lines := []string{
+		"export KUBECONFIG=" + quote(kubeconfig),
+		"export RAYSTEP_BACKEND=kuberay",
+		"export RAYSTEP_DASHBOARD_URL=" + quote(dashboardURL),
+	}
+	if err := os.WriteFile(env, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("write env file: %w", err)
+	}
+	return env, nil
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func createNamespaces(ctx context.Context, c *cluster.Cluster, list string) error {
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := c.Clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// loadNodes reads the node list, or returns the default pools.
+func loadNodes(path string) ([]cluster.NodeSpec, error) {
+	if path == "" {
+		return defaultNodes(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	var nodes []cluster.NodeSpec
+	if err := yaml.UnmarshalStrict(data, &nodes); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return nodes, nil
+}
+
+func defaultNodes() []cluster.NodeSpec {
+	q := resource.MustParse
+	return []cluster.NodeSpec{
+		{
+			Name:     "gpu-a100-80gb-0",
+			Labels:   map[string]string{"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+			Taints:   []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}},
+			Capacity: corev1.ResourceList{"cpu": q("96"), "memory": q("1360Gi"), "pods": q("110"), "nvidia.com/gpu": q("8")},
+		},
+		{
+			Name:     "cpu-0",
+			Capacity: corev1.ResourceList{"cpu": q("32"), "memory": q("128Gi"), "pods": q("110")},
+		},
+	}
+}
