@@ -1,0 +1,124 @@
+// Package adapters plugs raystep's real clients into the runner's
+// interfaces: the Ray Jobs client (package raysubmit) as runner.Jobs and a
+// Dagster Pipes session (package pipes) as runner.Session.
+//
+// It owns only the translation between the two vocabularies (request
+// fields, sentinel errors, exception shapes); retries, auth and the wire
+// formats stay in raysubmit and pipes, the step's lifecycle in runner.
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/runner"
+)
+
+// Jobs is runner.Jobs over a raysubmit.Client.
+type Jobs struct {
+	// Client talks to one cluster's dashboard.
+	Client *raysubmit.Client
+}
+
+var _ runner.Jobs = Jobs{}
+
+// Connect builds Jobs for a dashboard; it is the runner's Connect.
+func Connect(_ context.Context, d runner.Dashboard) (runner.Jobs, error) {
+	c, err := raysubmit.New(raysubmit.Config{BaseURL: d.URL, Headers: d.Headers, Token: d.Token, CAFile: d.CAFile})
+	if err != nil {
+		return nil, fmt.Errorf("ray jobs client for %s: %w", d.URL, err)
+	}
+	return Jobs{Client: c}, nil
+}
+
+// UploadWorkingDir uploads dir as a content-hashed package.
+func (j Jobs) UploadWorkingDir(ctx context.Context, dir string) (string, error) {
+	return j.Client.UploadWorkingDir(ctx, dir, raysubmit.PackageOptions{})
+}
+
+// Submit submits r; a taken submission id wraps runner.ErrAlreadySubmitted.
+func (j Jobs) Submit(ctx context.Context, r runner.JobRequest) (string, error) {
+	resp, err := j.Client.Submit(ctx, raysubmit.SubmitRequest{
+		Entrypoint: r.Entrypoint, SubmissionID: r.SubmissionID, RuntimeEnv: r.RuntimeEnv, Metadata: r.Metadata,
+		EntrypointNumCPUs: r.Resources.CPUs, EntrypointNumGPUs: r.Resources.GPUs,
+		EntrypointMemory: r.Resources.Memory, EntrypointResources: r.Resources.Custom,
+	})
+	if errors.Is(err, raysubmit.ErrAlreadySubmitted) {
+		return "", fmt.Errorf("%w: %w", runner.ErrAlreadySubmitted, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return resp.SubmissionID, nil
+}
+
+// Get returns what Ray says about a job; an unknown job wraps runner.ErrNotFound.
+func (j Jobs) Get(ctx context.Context, id string) (runner.JobInfo, error) {
+	d, err := j.Client.Get(ctx, id)
+	if err != nil {
+		return runner.JobInfo{}, notFound(err)
+	}
+	return runner.JobInfo{JobID: d.JobID, Status: runner.JobStatus(d.Status), Message: d.Message,
+		DriverExitCode: d.DriverExitCode, Start: d.Started(), End: d.Ended()}, nil
+}
+
+// Stop asks Ray to stop a job; an unknown job wraps runner.ErrNotFound.
+func (j Jobs) Stop(ctx context.Context, id string) (bool, error) {
+	ok, err := j.Client.Stop(ctx, id)
+	return ok, notFound(err)
+}
+
+// Tail follows the job's log line by line until it ends.
+func (j Jobs) Tail(ctx context.Context, id string, onLine func(string)) error {
+	return j.Client.FollowLines(ctx, id, func(b []byte) error { onLine(string(b)); return nil })
+}
+
+func notFound(err error) error {
+	if errors.Is(err, raysubmit.ErrNotFound) {
+		return fmt.Errorf("%w: %w", runner.ErrNotFound, err)
+	}
+	return err
+}
+
+// Session is runner.Session over an open pipes.Session.
+type Session struct {
+	// Pipes is the open session messages go to.
+	Pipes *pipes.Session
+}
+
+var _ runner.Session = Session{}
+
+// Send validates and writes one message; a refused message wraps
+// runner.ErrInvalidMessage.
+func (s Session) Send(m runner.Message) error {
+	pm, err := pipes.NewMessage(pipes.Method(m.Method), m.Params)
+	if err == nil {
+		err = s.Pipes.Forward(pm)
+	}
+	if errors.Is(err, pipes.ErrInvalidMessage) {
+		return fmt.Errorf("%w: %w", runner.ErrInvalidMessage, err)
+	}
+	return err
+}
+
+// Close sends "closed", with exc when the step failed.
+func (s Session) Close(exc *runner.Exception) error { return s.Pipes.Close(Exception(exc)) }
+
+// Exception converts the runner's exception to the Pipes one, chain included.
+func Exception(e *runner.Exception) *pipes.Exception {
+	if e == nil {
+		return nil
+	}
+	var name *string
+	if e.Name != "" {
+		name = &e.Name
+	}
+	stack := e.Stack
+	if stack == nil {
+		stack = []string{}
+	}
+	return &pipes.Exception{Message: e.Message, Stack: stack, Name: name, Cause: Exception(e.Cause), Context: Exception(e.Context)}
+}
