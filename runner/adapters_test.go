@@ -15,8 +15,10 @@ var connectRay = adapters.Connect
 // pipesSession keeps the tests' short literal pipesSession{sess}.
 type pipesSession struct{ s *pipes.Session }
 
-func (p pipesSession) Send(m runner.Message) error      { return adapters.Session{Pipes: p.s}.Send(m) }
-func (p pipesSession) Close(exc *runner.Exception) error { return adapters.Session{Pipes: p.s}.Close(exc) }
+func (p pipesSession) Send(m runner.Message) error { return adapters.Session{Pipes: p.s}.Send(m) }
+func (p pipesSession) Close(exc *runner.Exception) error {
+	return adapters.Session{Pipes: p.s}.Close(exc)
+}
 
 // borrowed is a Backend over a running head it does not own, like the
 // local backend with RAY_ADDRESS.
