@@ -1,0 +1,159 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/raystep/raystep/runner"
+)
+
+// Backend is the local runner.Backend. Without an existing cluster (no
+// Address, no DashboardURL) each step starts a private head with StartHead
+// and stops exactly that head at teardown, whatever the teardown policy:
+// the head belongs to the step. With an existing cluster the step only
+// submits to it and leaves it running.
+type Backend struct {
+	// Address is RAY_ADDRESS: an http(s) dashboard URL, or a GCS address
+	// (host:port, "auto") whose dashboard Ray itself is asked for. Empty
+	// (and no DashboardURL) means a private head.
+	Address string
+	// DashboardURL is the existing cluster's dashboard
+	// (RAYSTEP_DASHBOARD_URL or RAY_API_SERVER_ADDRESS); it wins over
+	// Address.
+	DashboardURL string
+	// Token is a bearer token for the dashboard of an existing cluster.
+	Token string
+	// Head configures private heads; Head.RayBin is also the ray whose
+	// Python resolves a GCS address.
+	Head HeadOptions
+	// Logger receives the backend's notes; nil means none.
+	Logger *zap.Logger
+	// HealthInterval spaces the checks that a private head still runs;
+	// zero means one second.
+	HealthInterval time.Duration
+}
+
+var _ runner.Backend = (*Backend)(nil)
+
+// Name returns "local".
+func (b *Backend) Name() string { return "local" }
+
+// Existing reports whether steps run on an existing cluster rather than a
+// private head.
+func (b *Backend) Existing() bool { return b.Address != "" || b.DashboardURL != "" }
+
+// Provision starts a private head (ready when Provision returns) or
+// describes the existing cluster.
+func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runner.Cluster, error) {
+	log := b.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if b.Existing() {
+		return &existingCluster{b: b}, nil
+	}
+	opts := b.Head
+	opts.Logger = log
+	h, err := StartHead(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start private ray head: %w", err)
+	}
+	c := &privateCluster{head: h, log: log, failures: make(chan error, 1), done: make(chan struct{})}
+	interval := b.HealthInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	go c.watch(interval)
+	return c, nil
+}
+
+// privateCluster is a head started for one step.
+type privateCluster struct {
+	head     *Head
+	log      *zap.Logger
+	failures chan error
+	done     chan struct{} // closed by Teardown
+	once     sync.Once
+}
+
+func (c *privateCluster) Name() string { return c.head.Address() }
+
+// Ready returns at once: StartHead waited for the dashboard.
+func (c *privateCluster) Ready(context.Context) error { return nil }
+
+func (c *privateCluster) Dashboard(context.Context) (runner.Dashboard, error) {
+	return runner.Dashboard{URL: c.head.DashboardURL()}, nil
+}
+
+func (c *privateCluster) SetJobID(context.Context, string) error { return nil }
+
+func (c *privateCluster) Failures() <-chan error { return c.failures }
+
+// watch reports the head's exit (`ray start --block` ends when any head
+// process dies) until Teardown.
+func (c *privateCluster) watch(interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-tick.C:
+		}
+		if err := syscall.Kill(c.head.Pid(), 0); errors.Is(err, syscall.ESRCH) {
+			c.failures <- fmt.Errorf("ray head %s (pid %d) exited; its last output:\n%s",
+				c.head.Address(), c.head.Pid(), c.head.Output())
+			return
+		}
+	}
+}
+
+// Teardown stops the head, also when keep is true: nothing outlives the
+// step on a private head, and the log says so.
+func (c *privateCluster) Teardown(ctx context.Context, keep bool) error {
+	c.once.Do(func() { close(c.done) })
+	if keep {
+		c.log.Warn("stopping the private ray head although the teardown policy keeps clusters: " +
+			"the head belongs to this step; set RAY_ADDRESS to run on a cluster that outlives it")
+	}
+	if err := c.head.Stop(ctx); err != nil {
+		return fmt.Errorf("stop ray head %s: %w", c.head.Address(), err)
+	}
+	return nil
+}
+
+// existingCluster is a cluster raystep did not start and never stops.
+type existingCluster struct {
+	b *Backend
+}
+
+func (c *existingCluster) Name() string {
+	if c.b.Address != "" {
+		return c.b.Address
+	}
+	return c.b.DashboardURL
+}
+
+func (c *existingCluster) Ready(context.Context) error { return nil }
+
+// Dashboard resolves the dashboard URL and checks that it answers.
+func (c *existingCluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
+	url, err := ResolveDashboard(ctx, c.b.DashboardURL, c.b.Address, c.b.Head.RayBin)
+	if err != nil {
+		return runner.Dashboard{}, err
+	}
+	return runner.Dashboard{URL: url, Token: c.b.Token}, nil
+}
+
+func (c *existingCluster) SetJobID(context.Context, string) error { return nil }
+
+func (c *existingCluster) Failures() <-chan error { return nil }
+
+// Teardown leaves the cluster running: it is not raystep's.
+func (c *existingCluster) Teardown(context.Context, bool) error { return nil }

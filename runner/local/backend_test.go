@@ -1,0 +1,127 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/test/raytest"
+)
+
+func TestResolveDashboard(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, explicit, address string
+		want                    string
+		wantErr                 bool
+	}{
+		{name: "explicit wins", explicit: "https://ray.example.com/c1/", address: "10.0.0.1:6379", want: "https://ray.example.com/c1"},
+		{name: "http address", address: "http://127.0.0.1:8265", want: "http://127.0.0.1:8265"},
+		{name: "ray client address", address: "ray://127.0.0.1:10001", wantErr: true},
+		{name: "bad explicit", explicit: "127.0.0.1:8265", wantErr: true},
+		{name: "nothing", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := local.ResolveDashboard(context.Background(), tt.explicit, tt.address, "")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ResolveDashboard error = %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ResolveDashboard (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExistingClusterFromGCSAddress resolves a head's GCS address to its
+// dashboard through Ray's own Python, and leaves the head running.
+func TestExistingClusterFromGCSAddress(t *testing.T) {
+	h := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
+	b := &local.Backend{Address: h.Address(), Head: local.HeadOptions{RayBin: raytest.RayBin(t)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	d, err := c.Dashboard(ctx)
+	if err != nil {
+		t.Fatalf("Dashboard: %v", err)
+	}
+	if diff := cmp.Diff(runner.Dashboard{URL: h.DashboardURL()}, d); diff != "" {
+		t.Errorf("Dashboard (-want +got):\n%s", diff)
+	}
+	if err := c.Teardown(ctx, false); err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	if err := syscall.Kill(h.Pid(), 0); err != nil {
+		t.Errorf("the existing head is gone after Teardown: %v", err)
+	}
+}
+
+// TestPrivateHeadTornDownEvenWhenKept starts a private head and checks that
+// Teardown stops it and removes its temp dir although keep is true.
+func TestPrivateHeadTornDownEvenWhenKept(t *testing.T) {
+	b := &local.Backend{Head: local.HeadOptions{RayBin: raytest.RayBin(t), NumCPUs: 1}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), false) })
+	d, err := c.Dashboard(ctx)
+	if err != nil || d.URL == "" {
+		t.Fatalf("Dashboard = %+v, %v", d, err)
+	}
+	select {
+	case err := <-c.Failures():
+		t.Fatalf("a healthy head reported a failure: %v", err)
+	default:
+	}
+	// Ray's processes name the GCS by the node's address, maybe not
+	// 127.0.0.1, but always with its port.
+	port := c.Name()[strings.LastIndex(c.Name(), ":"):]
+	pids := processesMentioning(t, port)
+	if len(pids) == 0 {
+		t.Fatalf("no process mentions the head's GCS port %s", port)
+	}
+	if err := c.Teardown(ctx, true); err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	if left := processesMentioning(t, port); len(left) > 0 {
+		t.Errorf("ray processes %v (of %v) still run after Teardown", left, pids)
+	}
+}
+
+// processesMentioning returns the pids whose command line contains s.
+func processesMentioning(t *testing.T, s string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
