@@ -27,7 +27,6 @@ import (
 const (
 	acceleratorLabel = "cloud.google.com/gke-accelerator"
 	gpuResource      = corev1.ResourceName("nvidia.com/gpu")
-	testNamespace    = "raystep-cluster-test"
 	waitTimeout      = 2 * time.Minute
 )
 
@@ -68,131 +67,170 @@ func TestRayJobOnFakeGPUPool(t *testing.T) {
 	t.Logf("environment ready in %s", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}
-	if err := c.Client.Create(ctx, ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-
-	t.Run("placed and Waiting, then collected", func(t *testing.T) {
-		job := rayJob("a100", "nvidia-a100-80gb")
-		created := time.Now()
-		if err := c.Client.Create(ctx, job); err != nil {
-			t.Fatalf("create RayJob: %v", err)
-		}
-		waitFor(ctx, t, "RayJob Waiting", func() (bool, string) {
-			got := &rayv1.RayJob{}
-			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
-				return false, err.Error()
+	// The cases are independent, each in its own namespace, and mostly
+	// wait on kwok's delays: run them side by side.
+	t.Run("cases", func(t *testing.T) {
+		t.Run("placed and Waiting, then collected", func(t *testing.T) {
+			t.Parallel()
+			job := rayJob(namespace(ctx, t, c, "placement"), "a100", "nvidia-a100-80gb")
+			created := time.Now()
+			if err := c.Client.Create(ctx, job); err != nil {
+				t.Fatalf("create RayJob: %v", err)
 			}
-			*job = *got
-			return got.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusWaiting, string(got.Status.JobDeploymentStatus)
-		})
-		t.Logf("RayJob reached Waiting %s after creation", time.Since(created).Round(time.Millisecond))
+			waitFor(ctx, t, "RayJob Waiting", func() (bool, string) {
+				got := &rayv1.RayJob{}
+				if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+					return false, err.Error()
+				}
+				*job = *got
+				return got.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusWaiting, string(got.Status.JobDeploymentStatus)
+			})
+			t.Logf("RayJob reached Waiting %s after creation", time.Since(created).Round(time.Millisecond))
 
-		pods := clusterPods(ctx, t, c, job.Status.RayClusterName)
-		want := []placement{
-			{Group: "headgroup", Node: "cpu-0", Phase: corev1.PodRunning, LoopbackIP: true},
-			{Group: "gpu", Node: "gpu-a100-80gb-0", Phase: corev1.PodRunning, LoopbackIP: true},
-		}
-		if diff := cmp.Diff(want, placements(pods)); diff != "" {
-			t.Errorf("pod placement (-want +got):\n%s", diff)
-		}
+			pods := clusterPods(ctx, t, c, job)
+			want := []placement{
+				{Group: "headgroup", Node: "cpu-0", Phase: corev1.PodRunning, LoopbackIP: true},
+				{Group: "gpu", Node: "gpu-a100-80gb-0", Phase: corev1.PodRunning, LoopbackIP: true},
+			}
+			if diff := cmp.Diff(want, placements(pods)); diff != "" {
+				t.Errorf("pod placement (-want +got):\n%s", diff)
+			}
 
-		deleted := time.Now()
-		if err := c.Client.Delete(ctx, job); err != nil {
-			t.Fatalf("delete RayJob: %v", err)
-		}
-		waitFor(ctx, t, "RayCluster gone", func() (bool, string) {
-			err := c.Client.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: job.Status.RayClusterName}, &rayv1.RayCluster{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
+			deleted := time.Now()
+			if err := c.Client.Delete(ctx, job); err != nil {
+				t.Fatalf("delete RayJob: %v", err)
+			}
+			waitFor(ctx, t, "RayCluster gone", func() (bool, string) {
+				err := c.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Status.RayClusterName}, &rayv1.RayCluster{})
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
+			t.Logf("RayCluster gone %s after the RayJob's delete", time.Since(deleted).Round(time.Millisecond))
+			waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
+				left := leftovers(ctx, c, job)
+				return left == "", left
+			})
+			t.Logf("RayJob, RayCluster and pods gone %s after delete", time.Since(deleted).Round(time.Millisecond))
 		})
-		t.Logf("RayCluster gone %s after the RayJob's delete", time.Since(deleted).Round(time.Millisecond))
-		waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
-			left := leftovers(ctx, c, job)
-			return left == "", left
-		})
-		t.Logf("RayJob, RayCluster and pods gone %s after delete", time.Since(deleted).Round(time.Millisecond))
-	})
 
-	t.Run("operator follows the job on the real head", func(t *testing.T) {
-		job := rayJob("follow", "nvidia-a100-80gb")
-		if err := c.Client.Create(ctx, job); err != nil {
-			t.Fatalf("create RayJob: %v", err)
-		}
-		waitFor(ctx, t, "RayJob Waiting", func() (bool, string) {
-			return deploymentStatus(ctx, c, job) == rayv1.JobDeploymentStatusWaiting, string(job.Status.JobDeploymentStatus)
-		})
-		ray, err := raysubmit.New(raysubmit.Config{BaseURL: head.DashboardURL()})
-		if err != nil {
-			t.Fatalf("dashboard client: %v", err)
-		}
-		id := "cluster-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		if _, err := ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: "echo ok", SubmissionID: id}); err != nil {
-			t.Fatalf("submit: %v", err)
-		}
-		patch := client.MergeFrom(job.DeepCopy())
-		job.Spec.JobId = id
-		if err := c.Client.Patch(ctx, job, patch); err != nil {
-			t.Fatalf("set spec.jobId: %v", err)
-		}
-		waitFor(ctx, t, "RayJob Complete", func() (bool, string) {
-			return deploymentStatus(ctx, c, job) == rayv1.JobDeploymentStatusComplete, string(job.Status.JobDeploymentStatus)
-		})
-		if got, want := job.Status.JobStatus, rayv1.JobStatusSucceeded; got != want {
-			t.Errorf("jobStatus = %q, want %q (the Ray head's own status)", got, want)
-		}
-		// shutdownAfterJobFinishes: the operator deletes the RayCluster.
-		waitFor(ctx, t, "RayCluster deleted by the operator", func() (bool, string) {
-			err := c.Client.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: job.Status.RayClusterName}, &rayv1.RayCluster{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-		if err := c.Client.Delete(ctx, job); err != nil {
-			t.Fatalf("delete RayJob: %v", err)
-		}
-		waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
-			left := leftovers(ctx, c, job)
-			return left == "", left
-		})
-	})
-
-	t.Run("unknown GPU type is Unschedulable", func(t *testing.T) {
-		job := rayJob("h100", "nvidia-h100-80gb")
-		if err := c.Client.Create(ctx, job); err != nil {
-			t.Fatalf("create RayJob: %v", err)
-		}
-		var cond corev1.PodCondition
-		waitFor(ctx, t, "worker Unschedulable", func() (bool, string) {
-			pods := &corev1.PodList{}
-			err := c.Client.List(ctx, pods, client.InNamespace(testNamespace), client.MatchingLabels{"ray.io/group": "gpu"})
+		t.Run("operator follows the job on the real head", func(t *testing.T) {
+			t.Parallel()
+			job := rayJob(namespace(ctx, t, c, "follow"), "follow", "nvidia-a100-80gb")
+			if err := c.Client.Create(ctx, job); err != nil {
+				t.Fatalf("create RayJob: %v", err)
+			}
+			waitFor(ctx, t, "RayJob Waiting", func() (bool, string) {
+				return deploymentStatus(ctx, c, job) == rayv1.JobDeploymentStatusWaiting, string(job.Status.JobDeploymentStatus)
+			})
+			ray, err := raysubmit.New(raysubmit.Config{BaseURL: head.DashboardURL()})
 			if err != nil {
-				return false, err.Error()
+				t.Fatalf("dashboard client: %v", err)
 			}
-			for _, p := range pods.Items {
-				for _, pc := range p.Status.Conditions {
-					if pc.Type == corev1.PodScheduled && pc.Reason == corev1.PodReasonUnschedulable {
-						cond = pc
-						return p.Status.Phase == corev1.PodPending, string(p.Status.Phase)
+			id := "cluster-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			if _, err := ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: "echo ok", SubmissionID: id}); err != nil {
+				t.Fatalf("submit: %v", err)
+			}
+			patch := client.MergeFrom(job.DeepCopy())
+			job.Spec.JobId = id
+			if err := c.Client.Patch(ctx, job, patch); err != nil {
+				t.Fatalf("set spec.jobId: %v", err)
+			}
+			waitFor(ctx, t, "RayJob Complete", func() (bool, string) {
+				return deploymentStatus(ctx, c, job) == rayv1.JobDeploymentStatusComplete, string(job.Status.JobDeploymentStatus)
+			})
+			if got, want := job.Status.JobStatus, rayv1.JobStatusSucceeded; got != want {
+				t.Errorf("jobStatus = %q, want %q (the Ray head's own status)", got, want)
+			}
+			// shutdownAfterJobFinishes: the operator deletes the RayCluster.
+			waitFor(ctx, t, "RayCluster deleted by the operator", func() (bool, string) {
+				err := c.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Status.RayClusterName}, &rayv1.RayCluster{})
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
+			if err := c.Client.Delete(ctx, job); err != nil {
+				t.Fatalf("delete RayJob: %v", err)
+			}
+			waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
+				left := leftovers(ctx, c, job)
+				return left == "", left
+			})
+		})
+
+		t.Run("unknown GPU type is Unschedulable", func(t *testing.T) {
+			t.Parallel()
+			job := rayJob(namespace(ctx, t, c, "unschedulable"), "h100", "nvidia-h100-80gb")
+			if err := c.Client.Create(ctx, job); err != nil {
+				t.Fatalf("create RayJob: %v", err)
+			}
+			var cond corev1.PodCondition
+			waitFor(ctx, t, "worker Unschedulable", func() (bool, string) {
+				pods := &corev1.PodList{}
+				err := c.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"ray.io/group": "gpu"})
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, p := range pods.Items {
+					for _, pc := range p.Status.Conditions {
+						if pc.Type == corev1.PodScheduled && pc.Reason == corev1.PodReasonUnschedulable {
+							cond = pc
+							return p.Status.Phase == corev1.PodPending, string(p.Status.Phase)
+						}
 					}
 				}
+				return false, fmt.Sprintf("%d worker pods, none Unschedulable", len(pods.Items))
+			})
+			if !strings.Contains(cond.Message, "didn't match Pod's node affinity/selector") {
+				t.Errorf("Unschedulable message = %q, want the scheduler's node selector mismatch", cond.Message)
 			}
-			return false, fmt.Sprintf("%d worker pods, none Unschedulable", len(pods.Items))
+			got := &rayv1.RayJob{}
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+				t.Fatalf("get RayJob: %v", err)
+			}
+			if got.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
+				t.Errorf("jobDeploymentStatus = %q, want %q while a worker cannot be placed", got.Status.JobDeploymentStatus, rayv1.JobDeploymentStatusInitializing)
+			}
+			if err := c.Client.Delete(ctx, job); err != nil {
+				t.Fatalf("delete RayJob: %v", err)
+			}
+			waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
+				left := leftovers(ctx, c, job)
+				return left == "", left
+			})
 		})
-		if !strings.Contains(cond.Message, "didn't match Pod's node affinity/selector") {
-			t.Errorf("Unschedulable message = %q, want the scheduler's node selector mismatch", cond.Message)
-		}
-		got := &rayv1.RayJob{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
-			t.Fatalf("get RayJob: %v", err)
-		}
-		if got.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing {
-			t.Errorf("jobDeploymentStatus = %q, want %q while a worker cannot be placed", got.Status.JobDeploymentStatus, rayv1.JobDeploymentStatusInitializing)
-		}
-		if err := c.Client.Delete(ctx, job); err != nil {
-			t.Fatalf("delete RayJob: %v", err)
-		}
-		waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
-			left := leftovers(ctx, c, job)
-			return left == "", left
+
+		t.Run("head ImagePullBackOff", func(t *testing.T) {
+			t.Parallel()
+			job := rayJob(namespace(ctx, t, c, "pullbackoff"), "nopull", "nvidia-a100-80gb")
+			msg := `Back-off pulling image "rayproject/ray:does-not-exist"`
+			job.Spec.RayClusterSpec.HeadGroupSpec.Template.Annotations = PodWaitingAnnotations("ImagePullBackOff", msg)
+			if err := c.Client.Create(ctx, job); err != nil {
+				t.Fatalf("create RayJob: %v", err)
+			}
+			var got corev1.ContainerStateWaiting
+			waitFor(ctx, t, "head ImagePullBackOff", func() (bool, string) {
+				pods := &corev1.PodList{}
+				err := c.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"ray.io/node-type": "head"})
+				if err != nil || len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) == 0 {
+					return false, fmt.Sprintf("%v, %d head pods", err, len(pods.Items))
+				}
+				p := pods.Items[0]
+				if w := p.Status.ContainerStatuses[0].State.Waiting; w != nil && p.Status.Phase == corev1.PodPending {
+					got = *w
+					return w.Reason == "ImagePullBackOff", w.Reason
+				}
+				return false, string(p.Status.Phase)
+			})
+			if diff := cmp.Diff(corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: msg}, got); diff != "" {
+				t.Errorf("head container state (-want +got):\n%s", diff)
+			}
+			if st := deploymentStatus(ctx, c, job); st != rayv1.JobDeploymentStatusInitializing {
+				t.Errorf("jobDeploymentStatus = %q, want %q while the head cannot start", st, rayv1.JobDeploymentStatusInitializing)
+			}
+			if err := c.Client.Delete(ctx, job); err != nil {
+				t.Fatalf("delete RayJob: %v", err)
+			}
+			waitFor(ctx, t, "RayJob, RayCluster and pods gone", func() (bool, string) {
+				left := leftovers(ctx, c, job)
+				return left == "", left
+			})
 		})
 	})
 
@@ -204,6 +242,16 @@ func TestRayJobOnFakeGPUPool(t *testing.T) {
 	if left := childrenRunning(t, c.AssetsDir); len(left) > 0 {
 		t.Errorf("processes left after Stop: %v", left)
 	}
+}
+
+// namespace creates a namespace for one case.
+func namespace(ctx context.Context, t *testing.T, c *Cluster, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return name
 }
 
 // deploymentStatus refreshes job and returns its deployment status.
@@ -248,7 +296,7 @@ func childrenRunning(t *testing.T, assets string) []string {
 
 // rayJob builds an InteractiveMode RayJob with a CPU head and one worker
 // asking for one GPU of the given accelerator type.
-func rayJob(name, accelerator string) *rayv1.RayJob {
+func rayJob(ns, name, accelerator string) *rayv1.RayJob {
 	container := func(name string, res corev1.ResourceList) []corev1.Container {
 		return []corev1.Container{{
 			Name:      name,
@@ -259,7 +307,7 @@ func rayJob(name, accelerator string) *rayv1.RayJob {
 	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}
 	gpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), gpuResource: resource.MustParse("1")}
 	return &rayv1.RayJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: rayv1.RayJobSpec{
 			SubmissionMode:           rayv1.InteractiveMode,
 			ShutdownAfterJobFinishes: true,
@@ -309,10 +357,11 @@ func placements(pods []corev1.Pod) []placement {
 }
 
 // clusterPods returns the RayCluster's pods, head first.
-func clusterPods(ctx context.Context, t *testing.T, c *Cluster, rayCluster string) []corev1.Pod {
+func clusterPods(ctx context.Context, t *testing.T, c *Cluster, job *rayv1.RayJob) []corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(testNamespace), client.MatchingLabels{"ray.io/cluster": rayCluster}); err != nil {
+	sel := client.MatchingLabels{"ray.io/cluster": job.Status.RayClusterName}
+	if err := c.Client.List(ctx, pods, client.InNamespace(job.Namespace), sel); err != nil {
 		t.Fatalf("list pods: %v", err)
 	}
 	out := pods.Items
@@ -331,11 +380,11 @@ func leftovers(ctx context.Context, c *Cluster, job *rayv1.RayJob) string {
 		left = append(left, "RayJob")
 	}
 	clusters := &rayv1.RayClusterList{}
-	if err := c.Client.List(ctx, clusters, client.InNamespace(testNamespace)); err != nil || len(clusters.Items) > 0 {
+	if err := c.Client.List(ctx, clusters, client.InNamespace(job.Namespace)); err != nil || len(clusters.Items) > 0 {
 		left = append(left, fmt.Sprintf("%d RayClusters", len(clusters.Items)))
 	}
 	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(testNamespace)); err != nil || len(pods.Items) > 0 {
+	if err := c.Client.List(ctx, pods, client.InNamespace(job.Namespace)); err != nil || len(pods.Items) > 0 {
 		left = append(left, fmt.Sprintf("%d pods", len(pods.Items)))
 	}
 	return strings.Join(left, ", ")

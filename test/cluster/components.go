@@ -119,6 +119,13 @@ func (c *Cluster) startKwok(opts Options) error {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return fmt.Errorf("create kwok home: %w", err)
 	}
+	own, err := writeOwnStages(home)
+	if err != nil {
+		return err
+	}
+	for _, f := range own {
+		args = append(args, "--config="+f)
+	}
 	p, err := startProcess("kwok", c.LogDir, filepath.Join(c.AssetsDir, "bin", "kwok"), args, []string{"HOME=" + home})
 	if err != nil {
 		return err
