@@ -133,7 +133,7 @@ func (c *Client) tailOnce(ctx context.Context, id string, sw *skipWriter) (ended
 			}
 			return false, err
 		}
-		if _, err := io.Copy(sw, r); err != nil {
+		if _, err := io.CopyBuffer(sw, r, sw.buf[:]); err != nil {
 			return false, err
 		}
 	}
@@ -199,6 +199,7 @@ var errWrite = errors.New("write log")
 // skipWriter passes bytes on to w once more than delivered bytes of the
 // current stream have been seen; earlier ones were delivered already.
 type skipWriter struct {
+	buf       [32 << 10]byte // copy buffer, reused for every frame
 	w         io.Writer
 	seen      int64 // bytes of the current stream so far
 	delivered int64 // bytes written to w over all streams

@@ -6,7 +6,8 @@
 // with both clients at once, each in its own process so that peak RSS
 // (getrusage ru_maxrss) is the client's alone:
 //
-//	go run ./raysubmit/bench -mb 50
+//	go run ./raysubmit/bench -mb 50              # a job that writes as fast as it can
+//	go run ./raysubmit/bench -mb 50 -seconds 20  # followed live while it writes
 //
 // It prints one line per client (bytes, seconds, MiB/s, peak RSS) and the
 // ratios. Run it from the repository root so .venv/bin/ray is found.
@@ -70,6 +71,7 @@ func run(ctx context.Context) error {
 	mb := flag.Int("mb", 50, "MiB of log lines the job prints")
 	width := flag.Int("width", 100, "bytes per log line")
 	dashboard := flag.String("dashboard", "", "existing dashboard URL (default: start a head)")
+	seconds := flag.Float64("seconds", 0, "spread the job's output over this many seconds (0: as fast as it can)")
 	sequential := flag.Bool("sequential", false, "run the clients one after the other, not at once")
 	flag.Parse()
 	rayBin, err := local.FindRay("")
@@ -95,7 +97,7 @@ func run(ctx context.Context) error {
 	}
 	lines := (*mb << 20) / *width
 	sub, err := c.Submit(ctx, raysubmit.SubmitRequest{
-		Entrypoint: fmt.Sprintf("python lines.py %d %d", lines, *width),
+		Entrypoint: fmt.Sprintf("python lines.py %d %d %g", lines, *width, *seconds),
 		RuntimeEnv: map[string]any{"working_dir": uri},
 	})
 	if err != nil {
@@ -125,7 +127,8 @@ func run(ctx context.Context) error {
 	if *sequential {
 		mode = "one after the other"
 	}
-	fmt.Printf("job %s: %d lines of %d bytes (%d MiB), clients %s\n", sub.SubmissionID, lines, *width, *mb, mode)
+	fmt.Printf("job %s: %d lines of %d bytes (%d MiB) over %gs, clients %s\n",
+		sub.SubmissionID, lines, *width, *mb, *seconds, mode)
 	for _, r := range results {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", r.name, r.err)
