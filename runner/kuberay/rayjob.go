@@ -52,6 +52,15 @@ func Name(spec *schemas.Spec, opts Options) string {
 // submits the entrypoint itself), deadlines from spec.timeouts, one head and
 // one worker group per spec worker, GPU placement and pod security from the
 // profile, and raystep's labels.
+//
+// Every policy sets shutdownAfterJobFinishes with ttlSecondsAfterFinished
+// from spec.timeouts.ttlAfterFinished: KubeRay rejects a TTL without
+// shutdownAfterJobFinishes, and a cluster nobody deletes is the leak
+// raystep exists to prevent. What `teardown` changes is what raystep does
+// at the end of the step: with never (or on_success after a failure) it
+// leaves the RayJob alone, so the cluster stays up for debugging until the
+// TTL runs out after the Ray job ended (or after a deadline failed the
+// RayJob), then KubeRay deletes the RayCluster and `raystep gc` the RayJob.
 func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.RayJob, error) {
 	if spec == nil || profile == nil {
 		return nil, fmt.Errorf("build RayJob: spec and profile are required")
@@ -69,7 +78,6 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.R
 	if err != nil {
 		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
 	}
-	shutdown := s.Teardown != schemas.TeardownNever
 	job := &rayv1.RayJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -82,7 +90,8 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.R
 			Entrypoint:                s.Entrypoint,
 			RuntimeEnvYAML:            runtimeEnv,
 			SubmissionMode:            rayv1.InteractiveMode,
-			ShutdownAfterJobFinishes:  shutdown,
+			ShutdownAfterJobFinishes:  true,
+			TTLSecondsAfterFinished:   *seconds(s.Timeouts.TTLAfterFinished),
 			ActiveDeadlineSeconds:     seconds(s.Timeouts.Run),
 			PreRunningDeadlineSeconds: seconds(s.Timeouts.Provision),
 			EntrypointNumCpus:         float32(s.EntrypointResources.CPUs),
@@ -90,10 +99,6 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.R
 			EntrypointResources:       custom,
 			RayClusterSpec:            cluster,
 		},
-	}
-	if shutdown {
-		// KubeRay rejects a TTL without shutdownAfterJobFinishes.
-		job.Spec.TTLSecondsAfterFinished = *seconds(s.Timeouts.TTLAfterFinished)
 	}
 	return job, nil
 }

@@ -204,24 +204,34 @@ func TestNameIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestTeardownNeverHasNoTTL(t *testing.T) {
+// TestEveryPolicyKeepsTheTTL: teardown decides what raystep deletes at the
+// end of a step, never whether KubeRay's TTL applies, so a kept cluster
+// still goes away on its own.
+func TestEveryPolicyKeepsTheTTL(t *testing.T) {
 	t.Parallel()
 	profile, err := schemas.DefaultProfile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := schemas.Load("../../examples/ads_ranking/eval.yaml", schemas.LoadOptions{Profile: profile, Set: []string{"spec.teardown=never"}})
-	if err != nil {
-		t.Fatal(err)
+	for _, policy := range []string{"always", "on_success", "never"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			spec, err := schemas.Load("../../examples/ads_ranking/eval.yaml", schemas.LoadOptions{Profile: profile,
+				Set: []string{"spec.teardown=" + policy, "spec.timeouts.ttlAfterFinished=15m"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := Build(spec, profile, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{job.Spec.ShutdownAfterJobFinishes, job.Spec.TTLSecondsAfterFinished}
+			if diff := cmp.Diff([]any{true, int32(900)}, got); diff != "" {
+				t.Errorf("shutdownAfterJobFinishes, ttlSecondsAfterFinished (-want +got):\n%s", diff)
+			}
+			checkOperatorRules(t, job)
+		})
 	}
-	job, err := Build(spec, profile, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if job.Spec.ShutdownAfterJobFinishes || job.Spec.TTLSecondsAfterFinished != 0 {
-		t.Errorf("teardown never: shutdown=%v ttl=%d, want false 0", job.Spec.ShutdownAfterJobFinishes, job.Spec.TTLSecondsAfterFinished)
-	}
-	checkOperatorRules(t, job)
 }
 
 func TestLabelValue(t *testing.T) {
