@@ -1,0 +1,182 @@
+package kuberay
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/schemas"
+)
+
+// FieldManager is the field manager raystep's writes are recorded under.
+const FieldManager = "raystep"
+
+// Notify receives what the backend wants people to know while it works:
+// warnings from the API server, warning events about the step's RayJob,
+// RayCluster and pods, a re-attach. level is "INFO" or "WARNING". It may
+// be called from several goroutines.
+type Notify func(level, msg string)
+
+func (n Notify) warn(msg string) {
+	if n != nil {
+		n("WARNING", msg)
+	}
+}
+
+func (n Notify) info(msg string) {
+	if n != nil {
+		n("INFO", msg)
+	}
+}
+
+// DashboardOptions says how raystep reaches the Ray dashboard of a step's
+// cluster. The first that applies wins: URL; the head service's cluster
+// DNS name when InCluster; a port-forward to the head pod otherwise.
+type DashboardOptions struct {
+	// URL is an explicit dashboard URL (RAYSTEP_DASHBOARD_URL), e.g. an
+	// ingress in front of the head service.
+	URL string
+	// Headers are sent with every dashboard request.
+	Headers http.Header
+	// Token is a bearer token for Ray's token authentication.
+	Token string
+	// CAFile is a PEM bundle to verify the dashboard's certificate.
+	CAFile string
+	// InCluster uses the head service's DNS name: set it when raystep runs
+	// in a pod (KUBERNETES_SERVICE_HOST is set) unless the user turned it off.
+	InCluster bool
+}
+
+// Backend is the KubeRay runner.Backend: each step's cluster is a RayJob
+// in InteractiveMode, created from Spec and Profile by Build, watched
+// until it is ready, given the submitted job's id, and deleted (with its
+// RayCluster and pods) at teardown.
+type Backend struct {
+	// Kube and Ray are the clients; see Connect.
+	Kube kubernetes.Interface
+	Ray  rayclient.Interface
+	// Config is the REST config behind Kube, used for port-forwards; nil
+	// disables them.
+	Config *rest.Config
+	// Spec and Profile describe the cluster.
+	Spec    *schemas.Spec
+	Profile *schemas.Profile
+	// Namespace is where the RayJob goes; empty means the spec's (which is
+	// the profile's when the spec has none). See ResolveNamespace.
+	Namespace string
+	// Dashboard says how to reach the dashboard.
+	Dashboard DashboardOptions
+	// UnschedulableGrace is how long a pod may stay Unschedulable before the
+	// step fails; zero fails at once. Set it where a cluster autoscaler
+	// adds nodes on demand.
+	UnschedulableGrace time.Duration
+	// Notify receives warnings and notes; nil drops them.
+	Notify Notify
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+var _ runner.Backend = (*Backend)(nil)
+
+// Name returns "kuberay".
+func (b *Backend) Name() string { return "kuberay" }
+
+// Provision creates the step's RayJob, or finds the one a previous attempt
+// of the same step created (same req.ID, checked by its labels) and
+// carries on with it, then starts watching it. It does not wait for the
+// cluster: see Cluster.Ready.
+func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (runner.Cluster, error) {
+	job, err := b.rayJob(req)
+	if err != nil {
+		return nil, err
+	}
+	jobs := b.Ray.RayV1().RayJobs(job.Namespace)
+	got, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		got, err = jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get existing RayJob %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		if err := sameStep(got, job); err != nil {
+			return nil, err
+		}
+		b.Notify.info(fmt.Sprintf("RayJob %s/%s exists (created %s): re-attaching", job.Namespace, job.Name, got.CreationTimestamp.UTC().Format(time.RFC3339)))
+	case err != nil && certainlyNotCreated(err):
+		return nil, fmt.Errorf("create RayJob %s/%s: %w", job.Namespace, job.Name, err)
+	case err != nil:
+		// The RayJob may exist (a timeout after the server took it): hand
+		// back a cluster so that teardown deletes it.
+		c := b.newCluster(job)
+		c.mon.start()
+		return c, fmt.Errorf("create RayJob %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	c := b.newCluster(got)
+	c.mon.start()
+	return c, nil
+}
+
+// rayJob builds the RayJob for req, named req.ID.
+func (b *Backend) rayJob(req runner.ClusterRequest) (*rayv1.RayJob, error) {
+	if b.Kube == nil || b.Ray == nil || b.Spec == nil || b.Profile == nil {
+		return nil, fmt.Errorf("kuberay backend: Kube, Ray, Spec and Profile are required")
+	}
+	spec := *b.Spec
+	if b.Namespace != "" {
+		spec.Metadata.Namespace = b.Namespace
+	}
+	if spec.Metadata.Namespace == "" {
+		return nil, fmt.Errorf("kuberay backend: no namespace for RayJob %s", req.ID)
+	}
+	job, err := Build(&spec, b.Profile, Options{
+		DagsterRunID: req.RunID,
+		StepKey:      req.Step.Dagster.Key(),
+		RetryNumber:  req.Step.Dagster.RetryNumber,
+		AssetKey:     strings.Join(req.Step.Dagster.AssetKeys, ","),
+	})
+	if err != nil {
+		return nil, err
+	}
+	job.Name = req.ID
+	return job, nil
+}
+
+// sameStep checks that an existing RayJob was made for the same step
+// attempt as want: raystep's, same run, step and retry.
+func sameStep(got, want *rayv1.RayJob) error {
+	for _, k := range []string{LabelManagedBy, LabelRunID, LabelStep, LabelRetry} {
+		if got.Labels[k] != want.Labels[k] {
+			return fmt.Errorf("RayJob %s/%s exists but was not created for this step: label %s is %q, want %q",
+				got.Namespace, got.Name, k, got.Labels[k], want.Labels[k])
+		}
+	}
+	if got.DeletionTimestamp != nil {
+		return fmt.Errorf("RayJob %s/%s of this step is being deleted (since %s): retry once it is gone",
+			got.Namespace, got.Name, got.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// certainlyNotCreated reports whether a create error means the API server
+// refused the object, as opposed to an outcome raystep cannot know.
+func certainlyNotCreated(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err)
+}
+
+func (b *Backend) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}

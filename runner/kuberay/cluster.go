@@ -1,0 +1,197 @@
+package kuberay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/raystep/raystep/runner"
+)
+
+// deleteGrace bounds issuing the delete when the teardown context is
+// already cancelled (the user insisted with a second signal).
+const deleteGrace = 10 * time.Second
+
+// Cluster is one step's RayJob, as runner.Cluster.
+type Cluster struct {
+	b        *Backend
+	ns, name string
+	uid      types.UID // of the RayJob this step created or attached to; "" if unknown
+	mon      *monitor
+	failures chan error
+
+	mu  sync.Mutex
+	fwd *forward // the dashboard port-forward, if any
+}
+
+var _ runner.Cluster = (*Cluster)(nil)
+
+func (b *Backend) newCluster(job *rayv1.RayJob) *Cluster {
+	c := &Cluster{
+		b: b, ns: job.Namespace, name: job.Name, uid: job.UID,
+		mon:      newMonitor(b.Kube, b.Ray, job.Namespace, job.Name, b.now, b.UnschedulableGrace, b.Notify),
+		failures: make(chan error, 1),
+	}
+	c.mon.onStart = c.reportFailures
+	return c
+}
+
+// Name returns "namespace/name" of the RayJob.
+func (c *Cluster) Name() string { return c.ns + "/" + c.name }
+
+// Ready waits, by watch, until KubeRay waits for a job (deployment status
+// Waiting; Running or Complete for a restarted step). It fails fast with a
+// *ClusterError on ValidationFailed, Failed (deadlines), a deleted RayJob
+// and pods that are Unschedulable, cannot pull their image, crash-loop or
+// failed, with Kubernetes' own message.
+func (c *Cluster) Ready(ctx context.Context) error {
+	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
+		if err, again := c.mon.problem(v); err != nil || v.job == nil {
+			return false, err, again
+		}
+		r, _ := jobState(v.job)
+		return r == ready, nil, 0
+	})
+	if err != nil {
+		return err
+	}
+	c.mon.set(func() { c.mon.isReady = true })
+	return nil
+}
+
+// reportFailures sends the first infrastructure failure the watches show,
+// from Provision until Teardown.
+func (c *Cluster) reportFailures(ctx context.Context) {
+	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
+		err, again := c.mon.problem(v)
+		return false, err, again
+	})
+	if err != nil && ctx.Err() == nil {
+		select {
+		case c.failures <- err:
+		default:
+		}
+	}
+}
+
+// Failures reports the first infrastructure failure while the step runs.
+func (c *Cluster) Failures() <-chan error { return c.failures }
+
+// SetJobID sets the RayJob's spec.jobId to the submission id, so KubeRay
+// follows the job (Waiting becomes Running). It is a no-op when already set.
+func (c *Cluster) SetJobID(ctx context.Context, id string) error {
+	c.mon.mu.Lock()
+	job := c.mon.job
+	c.mon.mu.Unlock()
+	if job != nil && job.Spec.JobId == id {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"spec":{"jobId":%q}}`, id)
+	_, err := c.b.Ray.RayV1().RayJobs(c.ns).Patch(ctx, c.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("set spec.jobId of RayJob %s: %w", c.Name(), err)
+	}
+	return nil
+}
+
+// Teardown stops the dashboard port-forward and, unless keep, deletes the
+// RayJob (foreground: the garbage collector removes its RayCluster and
+// pods first) and waits by watch until the RayJob, its RayCluster and its
+// pods are gone, within ctx. The delete is issued even when ctx is already
+// cancelled. A kept RayJob stays for debugging: KubeRay deletes its
+// RayCluster ttlSecondsAfterFinished after the job ends (or after a
+// deadline fails it), and `raystep gc` removes the RayJob.
+func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
+	c.mon.set(func() { c.mon.leaving = true })
+	c.closeForward()
+	defer c.mon.stop()
+	if keep {
+		c.b.Notify.info(fmt.Sprintf("RayJob %s kept: KubeRay deletes its RayCluster after ttlSecondsAfterFinished; `raystep gc` deletes the RayJob", c.Name()))
+		return nil
+	}
+	if err := c.delete(ctx); err != nil {
+		return err
+	}
+	return c.awaitGone(ctx)
+}
+
+// delete deletes the RayJob in the foreground, on a fresh short context
+// when ctx is already done. A RayJob already gone is fine.
+func (c *Cluster) delete(ctx context.Context) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), deleteGrace)
+		defer cancel()
+	}
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	if c.uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &c.uid}
+	}
+	err := c.b.Ray.RayV1().RayJobs(c.ns).Delete(ctx, c.name, opts)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("delete RayJob %s: it was replaced by another object of the same name: %w", c.Name(), err)
+	}
+	return fmt.Errorf("delete RayJob %s: %w", c.Name(), err)
+}
+
+// awaitGone waits until the watches see the RayJob and its pods gone, then
+// makes sure its RayCluster is gone too.
+func (c *Cluster) awaitGone(ctx context.Context) error {
+	var last view
+	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
+		last = v
+		return v.gone() && len(v.pods) == 0, nil, 0
+	})
+	if err != nil {
+		return fmt.Errorf("wait for RayJob %s to be deleted: %w (%s)", c.Name(), err, last.leftovers())
+	}
+	if rc := c.mon.clusterName(); rc != "" {
+		if err := c.awaitClusterGone(ctx, rc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitClusterGone checks that the RayCluster is gone and otherwise waits
+// for its deletion by watch.
+func (c *Cluster) awaitClusterGone(ctx context.Context, name string) error {
+	err := watchGone(ctx, c.b.Ray.RayV1().RayClusters(c.ns), c.b.Ray, name, &rayv1.RayCluster{})
+	if err != nil {
+		return fmt.Errorf("wait for RayCluster %s/%s to be deleted: %w", c.ns, name, err)
+	}
+	return nil
+}
+
+// gone reports whether the RayJob is known to be deleted.
+func (v view) gone() bool { return v.jobGone || v.jobSync && v.job == nil }
+
+// leftovers describes what still exists, for a teardown that timed out.
+func (v view) leftovers() string {
+	var parts []string
+	if !v.gone() && v.job != nil {
+		s := "RayJob still exists"
+		if len(v.job.Finalizers) > 0 {
+			s += fmt.Sprintf(" with finalizers %v", v.job.Finalizers)
+		}
+		parts = append(parts, s)
+	}
+	if n := len(v.pods); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d pods left, e.g. %s (%s)", n, v.pods[0].Name, v.pods[0].Status.Phase))
+	}
+	if len(parts) == 0 {
+		return "state unknown"
+	}
+	return strings.Join(parts, "; ")
+}

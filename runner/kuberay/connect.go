@@ -1,0 +1,119 @@
+package kuberay
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ConnectOptions says which Kubernetes cluster to talk to.
+type ConnectOptions struct {
+	// Kubeconfig is an explicit kubeconfig file; empty follows client-go's
+	// loading rules ($KUBECONFIG, ~/.kube/config, then the in-cluster
+	// service account).
+	Kubeconfig string
+	// Context is the kubeconfig context; empty means the current one.
+	Context string
+	// UserAgent identifies raystep to the API server, e.g. "raystep/v0.3.0".
+	UserAgent string
+	// Warn receives each distinct warning the API server sends (deprecated
+	// fields, policy warnings); nil drops them.
+	Warn func(msg string)
+	// Wrap, if set, wraps the HTTP transport (tests count requests with it).
+	Wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// Clients are the clients the backend, `raystep ls` and `raystep gc` use.
+type Clients struct {
+	// Config is the REST config they were built from.
+	Config *rest.Config
+	Kube   kubernetes.Interface
+	Ray    rayclient.Interface
+	// Namespace is the kubeconfig context's namespace ("default" when it
+	// sets none, or the pod's namespace in a cluster).
+	Namespace string
+}
+
+// Connect loads the kubeconfig as kubectl does and builds the clients.
+func Connect(o ConnectOptions) (*Clients, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig namespace: %w", err)
+	}
+	c, err := NewClients(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	c.Namespace = ns
+	return c, nil
+}
+
+// NewClients builds the clients from a REST config (tests pass the test
+// cluster's). The config is copied; o.UserAgent, o.Warn and o.Wrap apply.
+func NewClients(cfg *rest.Config, o ConnectOptions) (*Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.UserAgent != "" {
+		cfg.UserAgent = o.UserAgent
+	}
+	if o.Warn != nil {
+		cfg.WarningHandlerWithContext = &warnOnce{warn: o.Warn, seen: map[string]bool{}}
+	}
+	if o.Wrap != nil {
+		cfg.Wrap(o.Wrap)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build Kubernetes client: %w", err)
+	}
+	ray, err := rayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build KubeRay client: %w", err)
+	}
+	return &Clients{Config: cfg, Kube: kube, Ray: ray, Namespace: "default"}, nil
+}
+
+// warnOnce passes each distinct API server warning on once.
+type warnOnce struct {
+	warn func(string)
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
+func (w *warnOnce) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, msg string) {
+	if code != 299 || msg == "" {
+		return
+	}
+	w.mu.Lock()
+	first := !w.seen[msg]
+	w.seen[msg] = true
+	w.mu.Unlock()
+	if first {
+		w.warn("API server: " + msg)
+	}
+}
+
+// ResolveNamespace picks the namespace of a step's RayJob: the flag, then
+// the spec's (which the profile fills in when the spec has none), then the
+// kubeconfig's.
+func ResolveNamespace(flag, spec, kubeconfig string) string {
+	for _, ns := range []string{flag, spec, kubeconfig} {
+		if ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}

@@ -1,0 +1,157 @@
+package kuberay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+
+	"github.com/raystep/raystep/runner"
+)
+
+// dashboardPort is the Ray dashboard's port on the head pod.
+const dashboardPort = 8265
+
+// Dashboard returns how to reach the cluster's Ray dashboard: the explicit
+// URL; the head service's cluster DNS name when raystep runs in a pod; or
+// a port-forward over SPDY from 127.0.0.1 to the head pod's dashboard
+// port, which lives until Teardown (and is opened again if it breaks).
+func (c *Cluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
+	o := c.b.Dashboard
+	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: o.Token, CAFile: o.CAFile}
+	if o.URL != "" {
+		return d, nil
+	}
+	c.mon.mu.Lock()
+	job := c.mon.job
+	c.mon.mu.Unlock()
+	if job == nil || job.Status.DashboardURL == "" {
+		return d, fmt.Errorf("RayJob %s has no dashboard URL in its status yet", c.Name())
+	}
+	service := "http://" + strings.TrimPrefix(job.Status.DashboardURL, "http://")
+	if o.InCluster {
+		d.URL = service
+		return d, nil
+	}
+	local, err := c.portForward(ctx)
+	if err != nil {
+		return d, err
+	}
+	d.URL, d.PublicURL = local, service
+	return d, nil
+}
+
+// forward is a supervised port-forward to the head pod.
+type forward struct {
+	stop chan struct{} // closed by closeForward
+	done chan struct{} // closed when the supervisor returned
+}
+
+// portForward opens the port-forward and returns its local URL.
+func (c *Cluster) portForward(ctx context.Context) (string, error) {
+	if c.b.Config == nil {
+		return "", errors.New("no dashboard: set RAYSTEP_DASHBOARD_URL, or give raystep a kubeconfig it can port-forward with")
+	}
+	f := &forward{stop: make(chan struct{}), done: make(chan struct{})}
+	port, fwdDone, err := c.dialForward(ctx, 0, f.stop)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.fwd = f
+	c.mu.Unlock()
+	go c.superviseForward(f, port, fwdDone)
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
+}
+
+// superviseForward opens the forward again on the same local port when it
+// breaks (the head pod restarted, the connection dropped), until stopped.
+func (c *Cluster) superviseForward(f *forward, port uint16, fwdDone <-chan error) {
+	defer close(f.done)
+	for {
+		select {
+		case <-f.stop:
+			return
+		case err := <-fwdDone:
+			c.b.Notify.warn(fmt.Sprintf("port-forward to the head of %s broke, opening it again: %v", c.Name(), err))
+		}
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(time.Second):
+			}
+			var err error
+			if _, fwdDone, err = c.dialForward(c.mon.ctx, port, f.stop); err == nil {
+				break
+			}
+		}
+	}
+}
+
+// dialForward starts a port-forward from 127.0.0.1:port (0 picks one) to
+// the running head pod's dashboard and returns the local port and a
+// channel that receives when the forward ends.
+func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct{}) (uint16, <-chan error, error) {
+	head, err := c.headPod()
+	if err != nil {
+		return 0, nil, err
+	}
+	rt, upgrader, err := spdy.RoundTripperFor(c.b.Config)
+	if err != nil {
+		return 0, nil, fmt.Errorf("port-forward to %s: %w", head, err)
+	}
+	u := c.b.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(head).SubResource("portforward").URL()
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	ready := make(chan struct{})
+	var errOut strings.Builder
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", port, dashboardPort)}, stop, ready, io.Discard, &errOut)
+	if err != nil {
+		return 0, nil, fmt.Errorf("port-forward to %s: %w", head, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-done:
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w %s", c.ns, head, err, errOut.String())
+	case <-ctx.Done():
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w", c.ns, head, context.Cause(ctx))
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) == 0 {
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port: %v", c.ns, head, err)
+	}
+	return ports[0].Local, done, nil
+}
+
+// headPod returns the name of the cluster's running head pod.
+func (c *Cluster) headPod() (string, error) {
+	c.mon.mu.Lock()
+	defer c.mon.mu.Unlock()
+	for _, p := range c.mon.pods {
+		if isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return p.Name, nil
+		}
+	}
+	return "", fmt.Errorf("RayJob %s has no running head pod to port-forward to", c.Name())
+}
+
+// closeForward stops the port-forward, if any, and waits for it.
+func (c *Cluster) closeForward() {
+	c.mu.Lock()
+	f := c.fwd
+	c.fwd = nil
+	c.mu.Unlock()
+	if f != nil {
+		close(f.stop)
+		<-f.done
+	}
+}

@@ -1,0 +1,60 @@
+package kuberay
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// listWatcher is the List and Watch of a typed client.
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// watchGone returns once the object name of the client's namespace does not
+// exist, watching for its deletion when it still does. clientset is the
+// clientset behind client (it tells whether the client supports watch-list).
+func watchGone[L runtime.Object](ctx context.Context, client listWatcher[L], clientset any, name string, obj runtime.Object) error {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return client.Watch(ctx, o)
+		},
+	}
+	named := func(o any) bool {
+		m, err := metaName(o)
+		return err == nil && m == name
+	}
+	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, clientset), obj,
+		func(store cache.Store) (bool, error) {
+			for _, o := range store.List() {
+				if named(o) {
+					return false, nil
+				}
+			}
+			return true, nil
+		},
+		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted && named(ev.Object), nil })
+	return err
+}
+
+// metaName returns an object's name.
+func metaName(o any) (string, error) {
+	acc, err := meta.Accessor(o)
+	if err != nil {
+		return "", err
+	}
+	return acc.GetName(), nil
+}
