@@ -76,6 +76,8 @@ type Options struct {
 	Audit bool
 	// KwokStages are the stage sets kwok loads; nil means DefaultStages().
 	KwokStages []string
+	// Logf, when set, receives one line per start phase with its duration.
+	Logf func(format string, args ...any)
 	// PodCIDR is the range kwok gives pod IPs from; it must lie in
 	// 127.0.0.0/8. Empty means 127.1.0.0/16.
 	PodCIDR string
@@ -134,20 +136,27 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	} else if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
-	if c.AssetsDir, err = resolveAssets(ctx, opts.AssetsDir); err != nil {
-		return nil, err
+	phases := []struct {
+		name string
+		run  func() error
+	}{
+		{"assets", func() (err error) { c.AssetsDir, err = resolveAssets(ctx, opts.AssetsDir); return err }},
+		{"etcd, kube-apiserver and CRDs", func() error { return c.startControlPlane(ctx, opts) }},
+		{"controller manager, scheduler and kwok", func() error { return c.startComponents(ctx, opts) }},
+		{fmt.Sprintf("%d nodes Ready", len(opts.Nodes)), func() error { return c.createNodes(ctx, opts.Nodes) }},
+		{"KubeRay operator", func() (err error) {
+			c.operator, err = startOperator(ctx, c.Config, c.Scheme, c.LogDir, opts.DashboardURL)
+			return err
+		}},
 	}
-	if err := c.startControlPlane(ctx, opts); err != nil {
-		return nil, err
-	}
-	if err := c.startComponents(ctx, opts); err != nil {
-		return nil, err
-	}
-	if err := c.createNodes(ctx, opts.Nodes); err != nil {
-		return nil, err
-	}
-	if c.operator, err = startOperator(ctx, c.Config, c.Scheme, c.LogDir, opts.DashboardURL); err != nil {
-		return nil, err
+	for _, p := range phases {
+		start := time.Now()
+		if err := p.run(); err != nil {
+			return nil, err
+		}
+		if opts.Logf != nil {
+			opts.Logf("cluster: %s in %s", p.name, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	return c, nil
 }

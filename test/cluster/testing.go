@@ -21,6 +21,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.LogDir == "" {
 		opts.LogDir = t.TempDir()
 	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	start := time.Now()

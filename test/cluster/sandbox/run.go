@@ -84,6 +84,7 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	opts := cluster.Options{
 		AssetsDir: o.assets, LogDir: filepath.Join(o.dir, "logs"),
 		Nodes: nodes, DashboardURL: head.DashboardURL(),
+		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "sandbox: "+format+"\n", args...) },
 	}
 	if o.fast {
 		opts.KwokStages = cluster.FastStages()
