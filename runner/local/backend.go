@@ -41,6 +41,11 @@ type Backend struct {
 
 var _ runner.Backend = (*Backend)(nil)
 
+// privateStopTimeout is how long a private head gets to exit after SIGTERM
+// before it is killed. Its job has been stopped by then and nothing of it
+// is kept, while `ray start --block` may take half a minute to exit.
+const privateStopTimeout = 3 * time.Second
+
 // Name returns "local".
 func (b *Backend) Name() string { return "local" }
 
@@ -60,6 +65,9 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 	}
 	opts := b.Head
 	opts.Logger = log
+	if opts.StopTimeout == 0 {
+		opts.StopTimeout = privateStopTimeout
+	}
 	h, err := StartHead(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start private ray head: %w", err)
