@@ -3,6 +3,7 @@ package raysubmit_test
 import (
 	"archive/zip"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -278,4 +279,53 @@ func writeCert(t *testing.T, srv *httptest.Server, path string) {
 
 func pemEncode(w io.Writer, der []byte) error {
 	return pem.Encode(w, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestSubmitBodyAndWaitContext(t *testing.T) {
+	var body map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/api/jobs/":
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			_, _ = io.WriteString(w, `{"job_id":"02000000","submission_id":"train-1"}`)
+		default:
+			_, _ = io.WriteString(w, `{"status":"RUNNING","submission_id":"train-1"}`)
+		}
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL)
+	resp, err := c.Submit(t.Context(), raysubmit.SubmitRequest{
+		Entrypoint:          "python train.py",
+		SubmissionID:        "train-1",
+		RuntimeEnv:          map[string]any{"env_vars": map[string]any{"A": "1"}},
+		Metadata:            map[string]string{"owner": "ads"},
+		EntrypointNumCPUs:   1,
+		EntrypointNumGPUs:   0.5,
+		EntrypointMemory:    2 << 30,
+		EntrypointResources: map[string]float64{"accelerator_type:A100": 1},
+	})
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if diff := cmp.Diff(&raysubmit.SubmitResponse{JobID: "02000000", SubmissionID: "train-1"}, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	want := map[string]any{
+		"entrypoint":           "python train.py",
+		"submission_id":        "train-1",
+		"runtime_env":          map[string]any{"env_vars": map[string]any{"A": "1"}},
+		"metadata":             map[string]any{"owner": "ads"},
+		"entrypoint_num_cpus":  1.0,
+		"entrypoint_num_gpus":  0.5,
+		"entrypoint_memory":    float64(2 << 30),
+		"entrypoint_resources": map[string]any{"accelerator_type:A100": 1.0},
+	}
+	if diff := cmp.Diff(want, body); diff != "" {
+		t.Errorf("request body (-want +got):\n%s", diff)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Wait(ctx, "train-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait on a job that never ends: error = %v, want DeadlineExceeded", err)
+	}
 }

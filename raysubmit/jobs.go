@@ -65,7 +65,8 @@ type SubmitResponse struct {
 	SubmissionID string `json:"submission_id"`
 }
 
-// JobDetails is what Ray knows about a job.
+// JobDetails is what Ray knows about a job. Ray 2.60's GET /api/jobs/{id}
+// leaves the Entrypoint* fields out; they stay zero then.
 type JobDetails struct {
 	Type                   string             `json:"type"`
 	JobID                  string             `json:"job_id"`

@@ -34,6 +34,8 @@ func TestJobOutcomes(t *testing.T) {
 		name       string
 		entrypoint string
 		metadata   map[string]string
+		cpus       float64
+		memory     int64
 		want       raysubmit.Status
 		wantExit   *int
 		wantMsg    string
@@ -43,6 +45,8 @@ func TestJobOutcomes(t *testing.T) {
 			name:       "succeeds",
 			entrypoint: `python -c "print('all good')"`,
 			metadata:   map[string]string{"owner": "ads"},
+			cpus:       0.5,
+			memory:     64 << 20,
 			want:       raysubmit.StatusSucceeded,
 			wantExit:   &exit0,
 			wantLogs:   "all good\n",
@@ -59,7 +63,10 @@ func TestJobOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			id := submit(t, c, raysubmit.SubmitRequest{Entrypoint: tt.entrypoint, Metadata: tt.metadata})
+			id := submit(t, c, raysubmit.SubmitRequest{
+				Entrypoint: tt.entrypoint, Metadata: tt.metadata,
+				EntrypointNumCPUs: tt.cpus, EntrypointMemory: tt.memory,
+			})
 			var logs strings.Builder
 			if _, err := c.Follow(ctx(t), id, &logs); err != nil {
 				t.Fatalf("Follow: %v", err)
