@@ -1,0 +1,214 @@
+package kuberay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/raystep/raystep/runner"
+)
+
+const testNS = "ml-ads"
+
+// fakes is a backend on fake clientsets, with what it notified.
+type fakes struct {
+	kube *kubefake.Clientset
+	ray  *rayfake.Clientset
+	b    *Backend
+
+	mu    sync.Mutex
+	notes []string
+}
+
+func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
+	t.Helper()
+	spec, profile := load(t, "../../examples/ads_ranking/train.yaml")
+	// KubeRay's generated NewClientset has no type converter for its own
+	// kinds (creates fail with "no type found"); the simple one works.
+	f := &fakes{kube: kubefake.NewClientset(), ray: rayfake.NewSimpleClientset(objs...)}
+	f.b = &Backend{Kube: f.kube, Ray: f.ray, Spec: spec, Profile: profile,
+		Dashboard: DashboardOptions{URL: "http://127.0.0.1:8265"},
+		Notify: func(level, msg string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.notes = append(f.notes, level+" "+msg)
+		}}
+	return f
+}
+
+// request is a step attempt of the train example.
+func request(retry int) runner.ClusterRequest {
+	step := runner.Step{Name: "ads-ranking-train", Dagster: runner.Dagster{
+		RunID: "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11", StepKey: "ads_ranking_model", RetryNumber: retry,
+		AssetKeys: []string{"ads/ranking_model"}}}
+	id := runner.StepID(step.Name, step.Dagster.RunID, step.Dagster.Key(), retry)
+	return runner.ClusterRequest{ID: id, RunID: step.Dagster.RunID, Step: step}
+}
+
+// provision provisions and waits until the RayJob watch has listed, so
+// changes the test makes next are seen.
+func (f *fakes) provision(t *testing.T, req runner.ClusterRequest) *Cluster {
+	t.Helper()
+	cl, err := f.b.Provision(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	c := cl.(*Cluster)
+	t.Cleanup(c.mon.stop)
+	await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
+	return c
+}
+
+// await waits until cond holds for the cluster's view.
+func await(t *testing.T, c *Cluster, what string, cond func(v view) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) { return cond(v), nil, 0 })
+	if err != nil {
+		t.Fatalf("wait for %s: %v", what, err)
+	}
+}
+
+// setStatus updates the RayJob's status as the operator would.
+func (f *fakes) setStatus(t *testing.T, name string, st rayv1.RayJobStatus) {
+	t.Helper()
+	job, err := f.ray.RayV1().RayJobs(testNS).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Status = st
+	if _, err := f.ray.RayV1().RayJobs(testNS).UpdateStatus(t.Context(), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// initializing moves the RayJob to Initializing with a RayCluster name and
+// waits until its pods are watched.
+func (f *fakes) initializing(t *testing.T, c *Cluster) {
+	t.Helper()
+	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
+	await(t, c, "pod watch synced", func(v view) bool { return v.podsSync })
+}
+
+func (f *fakes) addPod(t *testing.T, c *Cluster, name, nodeType string, st corev1.PodStatus) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS,
+		Labels: map[string]string{labelCluster: c.name + "-abcde", labelNodeType: nodeType}}, Status: st}
+	if _, err := f.kube.CoreV1().Pods(testNS).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProvisionCreatesTheRenderedRayJob(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	req := request(1)
+	c := f.provision(t, req)
+	got, err := f.ray.RayV1().RayJobs(testNS).Get(t.Context(), req.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Build(f.b.Spec, f.b.Profile, Options{DagsterRunID: req.RunID, StepKey: "ads_ranking_model", RetryNumber: 1, AssetKey: "ads/ranking_model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+		t.Errorf("RayJob spec differs from render (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Labels, got.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if c.Name() != testNS+"/"+req.ID {
+		t.Errorf("Name() = %q", c.Name())
+	}
+}
+
+func TestProvisionReattachesToItsOwnRayJob(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	req := request(0)
+	first := f.provision(t, req)
+	f.setStatus(t, req.ID, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning, RayClusterName: req.ID + "-abcde"})
+	second := f.provision(t, req)
+	if err := second.Ready(t.Context()); err != nil {
+		t.Fatalf("Ready on a re-attached running RayJob: %v", err)
+	}
+	list, err := f.ray.RayV1().RayJobs(testNS).List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("RayJobs: %d, %v; want exactly one", len(list.Items), err)
+	}
+	if first.uid != second.uid {
+		t.Errorf("re-attached to uid %q, created %q", second.uid, first.uid)
+	}
+	if !f.noted("re-attaching") {
+		t.Errorf("no re-attach note in %q", f.notes)
+	}
+}
+
+func TestProvisionRefusesSomeoneElsesRayJob(t *testing.T) {
+	t.Parallel()
+	req := request(0)
+	other := &rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: testNS,
+		Labels: map[string]string{LabelManagedBy: "someone-else"}}}
+	f := newFakes(t, other)
+	cl, err := f.b.Provision(t.Context(), req)
+	if cl != nil || err == nil || !strings.Contains(err.Error(), "was not created for this step") {
+		t.Fatalf("Provision = %v, %v; want nil and a refusal", cl, err)
+	}
+}
+
+func TestProvisionRejectedCreatesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	f.ray.PrependReactor("create", "rayjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(rayv1.Resource("rayjobs"), "", errors.New(`User "bob" cannot create resource "rayjobs"`))
+	})
+	cl, err := f.b.Provision(t.Context(), request(0))
+	if cl != nil || !apierrors.IsForbidden(err) {
+		t.Fatalf("Provision = %v, %v; want nil and Forbidden", cl, err)
+	}
+}
+
+func TestReadyWaitsForWaiting(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	done := make(chan error, 1)
+	go func() { done <- c.Ready(t.Context()) }()
+	f.initializing(t, c)
+	f.addPod(t, c, "head", "head", corev1.PodStatus{Phase: corev1.PodPending})
+	select {
+	case err := <-done:
+		t.Fatalf("Ready returned %v while Initializing", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+	if err := <-done; err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+}
+
+func (f *fakes) noted(s string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.notes {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}

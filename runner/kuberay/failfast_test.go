@@ -1,0 +1,261 @@
+package kuberay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func waiting(reason string, msg string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "ray-head", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}
+}
+
+func unschedulable(msg string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+		LastTransitionTime: metav1.Now()}}}
+}
+
+// TestReadyFailsFast: every reason a cluster will never be ready ends Ready
+// at once with a ClusterError carrying Kubernetes' or KubeRay's own words.
+func TestReadyFailsFast(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status *rayv1.RayJobStatus
+		pod    *corev1.PodStatus
+		podTyp string
+		want   ClusterError
+	}{
+		{name: "validation failed", status: &rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusValidationFailed,
+			Reason: rayv1.ValidationFailed, Message: "BackoffLimit is incompatible with InteractiveMode"},
+			want: ClusterError{Reason: "ValidationFailed", Message: "BackoffLimit is incompatible with InteractiveMode"}},
+		{name: "pre-running deadline", status: &rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusFailed,
+			Reason: rayv1.PreRunningDeadlineExceeded, Message: "The RayJob has passed the preRunningDeadlineSeconds."},
+			want: ClusterError{Reason: "PreRunningDeadlineExceeded", Message: "The RayJob has passed the preRunningDeadlineSeconds."}},
+		{name: "unschedulable worker", podTyp: "worker", pod: ptr(unschedulable("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")),
+			want: ClusterError{Pod: "pod-worker", Reason: "Unschedulable", Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}},
+		{name: "image pull back-off", podTyp: "head", pod: ptr(waiting("ImagePullBackOff", `Back-off pulling image "rayproject/ray:nope"`)),
+			want: ClusterError{Pod: "pod-head", Reason: "ImagePullBackOff", Message: `container ray-head: Back-off pulling image "rayproject/ray:nope"`}},
+		{name: "err image pull", podTyp: "head", pod: ptr(waiting("ErrImagePull", "manifest unknown")),
+			want: ClusterError{Pod: "pod-head", Reason: "ErrImagePull", Message: "container ray-head: manifest unknown"}},
+		{name: "crash loop", podTyp: "head", pod: ptr(waiting("CrashLoopBackOff", "back-off 20s restarting failed container")),
+			want: ClusterError{Pod: "pod-head", Reason: "CrashLoopBackOff", Message: "container ray-head: back-off 20s restarting failed container, 0 restarts"}},
+		{name: "evicted head", podTyp: "head", pod: &corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
+			want: ClusterError{Pod: "pod-head", Reason: "PodFailed", Message: "Evicted The node was low on resource: memory."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes(t)
+			c := f.provision(t, request(0))
+			f.initializing(t, c)
+			if tt.status != nil {
+				tt.status.RayClusterName = c.name + "-abcde"
+				f.setStatus(t, c.name, *tt.status)
+			}
+			if tt.pod != nil {
+				f.addPod(t, c, "pod-"+tt.podTyp, tt.podTyp, *tt.pod)
+			}
+			err := c.Ready(t.Context())
+			var ce *ClusterError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrClusterFailed) {
+				t.Fatalf("Ready = %v, want a ClusterError", err)
+			}
+			want := tt.want
+			want.RayJob = c.Name()
+			if diff := cmp.Diff(want, *ce); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			select {
+			case ferr := <-c.Failures():
+				if ferr.Error() != err.Error() {
+					t.Errorf("Failures() = %v, want %v", ferr, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("Failures() reported nothing")
+			}
+		})
+	}
+}
+
+func TestUnschedulableGrace(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	f.b.UnschedulableGrace = time.Hour
+	c := f.provision(t, request(0))
+	f.initializing(t, c)
+	f.addPod(t, c, "pod-worker", "worker", unschedulable("0/2 nodes are available"))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := c.Ready(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Ready within the grace = %v, want still waiting", err)
+	}
+}
+
+// TestFailuresWhileRunning: once ready, a deadline, a deleted RayJob or a
+// broken head is reported; a broken worker and the job's own failure are not.
+func TestFailuresWhileRunning(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		act    func(t *testing.T, f *fakes, c *Cluster)
+		reason string // "" means nothing reported
+	}{
+		{"active deadline", func(t *testing.T, f *fakes, c *Cluster) {
+			f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusFailed, Reason: rayv1.DeadlineExceeded,
+				Message: "The RayJob has passed the activeDeadlineSeconds.", RayClusterName: c.name + "-abcde"})
+		}, "DeadlineExceeded"},
+		{"deleted by someone", func(t *testing.T, f *fakes, c *Cluster) {
+			if err := f.ray.RayV1().RayJobs(testNS).Delete(t.Context(), c.name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "Deleted"},
+		{"head crash loop", func(t *testing.T, f *fakes, c *Cluster) {
+			f.addPod(t, c, "pod-head", "head", waiting("CrashLoopBackOff", "back-off"))
+		}, "CrashLoopBackOff"},
+		{"worker crash loop", func(t *testing.T, f *fakes, c *Cluster) {
+			f.addPod(t, c, "pod-worker", "worker", waiting("CrashLoopBackOff", "back-off"))
+		}, ""},
+		{"ray job failed", func(t *testing.T, f *fakes, c *Cluster) {
+			f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusFailed, Reason: rayv1.AppFailed,
+				JobStatus: rayv1.JobStatusFailed, RayClusterName: c.name + "-abcde"})
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes(t)
+			c := f.provision(t, request(0))
+			f.initializing(t, c)
+			f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+			if err := c.Ready(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			tt.act(t, f, c)
+			select {
+			case err := <-c.Failures():
+				var ce *ClusterError
+				if tt.reason == "" || !errors.As(err, &ce) || ce.Reason != tt.reason {
+					t.Errorf("Failures() = %v, want reason %q", err, tt.reason)
+				}
+			case <-time.After(300 * time.Millisecond):
+				if tt.reason != "" {
+					t.Errorf("Failures() reported nothing, want %s", tt.reason)
+				}
+			}
+		})
+	}
+}
+
+func TestSetJobIDIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	for range 2 {
+		if err := c.SetJobID(t.Context(), c.name); err != nil {
+			t.Fatal(err)
+		}
+		await(t, c, "jobId seen", func(v view) bool { return v.job.Spec.JobId == c.name })
+	}
+	patches := 0
+	for _, a := range f.ray.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want 1", patches)
+	}
+}
+
+// TestTeardownWaitsUntilGone: the delete is foreground, and Teardown
+// returns only once the RayJob (held by a finalizer here) is really gone.
+func TestTeardownWaitsUntilGone(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	var policy metav1.DeletionPropagation
+	f.ray.PrependReactor("delete", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		policy = *a.(k8stesting.DeleteActionImpl).DeleteOptions.PropagationPolicy
+		job, err := f.ray.Tracker().Get(rayv1.SchemeGroupVersion.WithResource("rayjobs"), testNS, c.name)
+		if err != nil {
+			return true, nil, err
+		}
+		j := job.(*rayv1.RayJob).DeepCopy()
+		j.DeletionTimestamp = ptr(metav1.Now())
+		j.Finalizers = []string{"ray.io/rayjob-stop-job"}
+		return true, nil, f.ray.Tracker().Update(rayv1.SchemeGroupVersion.WithResource("rayjobs"), j, testNS)
+	})
+	done := make(chan error, 1)
+	go func() { done <- c.Teardown(t.Context(), false) }()
+	await(t, c, "deletion seen", func(v view) bool { return v.job.DeletionTimestamp != nil })
+	select {
+	case err := <-done:
+		t.Fatalf("Teardown returned %v while the RayJob still exists", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := f.ray.Tracker().Delete(rayv1.SchemeGroupVersion.WithResource("rayjobs"), testNS, c.name); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	if policy != metav1.DeletePropagationForeground {
+		t.Errorf("propagation %q, want Foreground", policy)
+	}
+}
+
+func TestTeardownTimeoutSaysWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	f.ray.PrependReactor("delete", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil // a finalizer nobody removes
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	err := c.Teardown(ctx, false)
+	if err == nil || !strings.Contains(err.Error(), "RayJob still exists") {
+		t.Fatalf("Teardown = %v, want a timeout naming the RayJob", err)
+	}
+}
+
+func TestTeardownIssuesTheDeleteEvenWhenCancelled(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_ = c.Teardown(ctx, false)
+	if _, err := f.ray.RayV1().RayJobs(testNS).Get(t.Context(), c.name, metav1.GetOptions{}); err == nil {
+		t.Errorf("RayJob still exists after a cancelled teardown")
+	}
+}
+
+func TestTeardownKeep(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	if err := c.Teardown(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range f.ray.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Errorf("kept cluster was deleted: %v", a)
+		}
+	}
+	if !f.noted("kept") {
+		t.Errorf("no note about the kept RayJob in %q", f.notes)
+	}
+}
