@@ -23,7 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kwok_module=sigs.k8s.io/kwok
 kwok_version=v0.8.0
 
-export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
 log() { printf 'k8s-build: %s\n' "$*" >&2; }
 
