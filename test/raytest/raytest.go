@@ -35,9 +35,7 @@ import (
 // be the zero value; RayBin defaults to RayBin(t).
 func StartHead(t testing.TB, opts local.HeadOptions) *local.Head {
 	t.Helper()
-	if opts.RayBin == "" {
-		opts.RayBin = RayBin(t)
-	}
+	opts = testDefaults(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h, err := local.StartHead(ctx, opts)
@@ -46,6 +44,18 @@ func StartHead(t testing.TB, opts local.HeadOptions) *local.Head {
 	}
 	t.Cleanup(func() { stop(t, h) })
 	return h
+}
+
+// testDefaults fills RayBin and a short StopTimeout: a test head holds
+// nothing worth a graceful shutdown, and Stop still kills every process.
+func testDefaults(t testing.TB, opts local.HeadOptions) local.HeadOptions {
+	if opts.RayBin == "" {
+		opts.RayBin = RayBin(t)
+	}
+	if opts.StopTimeout == 0 {
+		opts.StopTimeout = 3 * time.Second
+	}
+	return opts
 }
 
 // RayBin returns the ray executable tests use: .venv/bin/ray in the module
@@ -109,10 +119,7 @@ func (s *Shared) Head(t testing.TB) *local.Head {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.head == nil && s.err == nil {
-		opts := s.Options
-		if opts.RayBin == "" {
-			opts.RayBin = RayBin(t)
-		}
+		opts := testDefaults(t, s.Options)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		s.head, s.err = local.StartHead(ctx, opts)
