@@ -16,10 +16,22 @@ type config struct {
 	Backend string `env:"RAYSTEP_BACKEND, default=local"`
 	// Namespace overrides the spec's and profile's namespace.
 	Namespace string `env:"RAYSTEP_NAMESPACE"`
-	// RayBin is the ray executable the local backend starts.
-	RayBin string `env:"RAYSTEP_RAY_BIN, default=ray"`
-	// DashboardURL reaches an existing Ray dashboard instead of discovering one.
+	// RayBin is the ray executable the local backend starts; empty means
+	// .venv/bin/ray in the working directory or a parent, else ray on PATH.
+	RayBin string `env:"RAYSTEP_RAY_BIN"`
+	// DashboardURL reaches an existing Ray dashboard instead of discovering
+	// one; with the local backend it means "use that cluster".
 	DashboardURL string `env:"RAYSTEP_DASHBOARD_URL"`
+	// DashboardToken is a bearer token for the dashboard (Ray token auth).
+	DashboardToken string `env:"RAYSTEP_DASHBOARD_TOKEN"`
+	// RayAddress is Ray's own RAY_ADDRESS: with the local backend, run on
+	// that existing cluster (http(s) dashboard URL or GCS host:port).
+	RayAddress string `env:"RAY_ADDRESS"`
+	// RayAPIServerAddress is Ray's RAY_API_SERVER_ADDRESS, the dashboard
+	// URL Ray's job CLI prefers over RAY_ADDRESS.
+	RayAPIServerAddress string `env:"RAY_API_SERVER_ADDRESS"`
+	// NoColor turns colour off even on a terminal (https://no-color.org).
+	NoColor string `env:"NO_COLOR"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"RAYSTEP_LOG_LEVEL, default=info"`
 }

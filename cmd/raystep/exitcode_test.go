@@ -57,7 +57,7 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Profile != "p.yaml" || c.Backend != "kuberay" || c.RayBin != "ray" || c.LogLevel != "info" {
+	if c.Profile != "p.yaml" || c.Backend != "kuberay" || c.RayBin != "" || c.LogLevel != "info" {
 		t.Errorf("config = %+v", c)
 	}
 }

@@ -19,20 +19,29 @@ func main() {
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM,
 // with a *signalError cause that names the signal so the exit code can tell
-// 130 from 143.
+// 130 from 143. A second signal closes the context's abort channel (see
+// abortOf): teardown then stops waiting.
 func signalContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
+	abort, quit := make(chan struct{}), make(chan struct{})
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		select {
 		case sig := <-ch:
 			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		select {
+		case <-ch:
+			close(abort)
+		case <-quit:
 		}
 	}()
-	return ctx, func() {
+	return withAbort(ctx, abort), func() {
 		signal.Stop(ch)
+		close(quit)
 		cancel(context.Canceled)
 	}
 }

@@ -77,7 +77,7 @@ logs and metrics to Dagster and tears the cluster down.`,
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.PersistentFlags().String("profile", "", "platform profile file (default $RAYSTEP_PROFILE, else the built-in profile)")
-	root.AddCommand(a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand())
+	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand())
 	return root
 }
 
@@ -99,8 +99,13 @@ func (a *app) profile(cmd *cobra.Command) (*schemas.Profile, error) {
 }
 
 // report prints err for a person: validation problems one per line, others
-// prefixed with "raystep:".
+// prefixed with "raystep:". An error the step already showed is not
+// printed twice.
 func (a *app) report(err error) {
+	var se *shownError
+	if errors.As(err, &se) {
+		return
+	}
 	var ve *schemas.ValidationErrors
 	if errors.As(err, &ve) {
 		fmt.Fprintln(a.stderr, ve.Error())

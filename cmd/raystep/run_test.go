@@ -73,7 +73,10 @@ func TestCommands(t *testing.T) {
 		},
 		{name: "validate without files", args: []string{"validate"}, wantCode: 2, wantErrHas: "at least one -f SPEC"},
 		{name: "unknown flag", args: []string{"validate", "--nope"}, wantCode: 2, wantErrHas: "unknown flag: --nope"},
-		{name: "run is not registered yet", args: []string{"run", "-f", train}, wantCode: 2, wantErrHas: `unknown command "run"`},
+		{name: "run without file", args: []string{"run"}, wantCode: 2, wantErrHas: "-f SPEC is required"},
+		{name: "run on kuberay", args: []string{"run", "-f", train, "--backend", "kuberay"}, wantCode: 2, wantErrHas: "kuberay is not available"},
+		{name: "run on unknown backend", env: map[string]string{"RAYSTEP_BACKEND": "slurm"}, args: []string{"run", "-f", train}, wantCode: 2, wantErrHas: `--backend "slurm"`},
+		{name: "run with a broken pipes bootstrap", env: map[string]string{"DAGSTER_PIPES_CONTEXT": "x", "DAGSTER_PIPES_MESSAGES": "y"}, args: []string{"run", "-f", train}, wantCode: 2, wantErrHas: "open dagster pipes"},
 		{name: "ls is not registered yet", args: []string{"ls"}, wantCode: 2, wantErrHas: `unknown command "ls"`},
 		{name: "gc is not registered yet", args: []string{"gc"}, wantCode: 2, wantErrHas: `unknown command "gc"`},
 		{name: "bad output", args: []string{"render", "-f", train, "-o", "toml"}, wantCode: 2, wantErrHas: `want yaml or json`},
@@ -175,7 +178,7 @@ func TestSchemaCommand(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"validate", "render", "schema", "version"} {
+	for _, cmd := range []string{"run", "validate", "render", "schema", "version"} {
 		code, out, _ := runTest(t, nil, cmd, "--help")
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%s --help: exit %d, output %q", cmd, code, out)

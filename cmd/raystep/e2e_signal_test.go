@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildRaystep compiles this command into a temp dir.
+func buildRaystep(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "raystep")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// childEnv is this process's environment without anything that would
+// point raystep at another cluster or a Dagster session, plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "RAYSTEP_") || strings.HasPrefix(name, "DAGSTER_PIPES_") ||
+			name == "RAY_ADDRESS" || name == "RAY_API_SERVER_ADDRESS" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// head is what the ray wrapper recorded about `ray start`.
+type head struct {
+	pgid    int
+	tempDir string
+}
+
+// startedHead reads the wrapper's log for the `ray start` invocation.
+func startedHead(t *testing.T, invocations string) head {
+	t.Helper()
+	b, err := os.ReadFile(invocations)
+	if err != nil {
+		t.Fatalf("ray was never run: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[1] != "start" {
+			continue
+		}
+		var h head
+		h.pgid, _ = strconv.Atoi(fields[0])
+		for _, f := range fields {
+			if dir, ok := strings.CutPrefix(f, "--temp-dir="); ok {
+				h.tempDir = dir
+			}
+		}
+		return h
+	}
+	t.Fatalf("no `ray start` in %q", b)
+	return head{}
+}
+
+// TestRunSIGTERM sends SIGTERM to a raystep binary while its job runs on a
+// private head: the job is stopped, the head and everything it started are
+// gone, its temp dir is removed and raystep exits 143.
+func TestRunSIGTERM(t *testing.T) {
+	bin := buildRaystep(t)
+	rayBin, invocations := rayWrapper(t)
+	cmd := exec.Command(bin, "run", "-f", train,
+		"--set", `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(600)"`)
+	cmd.Env = childEnv("RAYSTEP_RAY_BIN=" + rayBin)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t.Cleanup(func() { cleanupRun(t, cmd, done, invocations) })
+	sleeping := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "sleeping" {
+				close(sleeping)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-sleeping:
+	case err := <-done:
+		t.Fatalf("raystep exited before its job ran: %v\n%s", err, stderr.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the job did not start within 3 minutes:\n%s", stderr.String())
+	}
+	h := startedHead(t, invocations)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitSIGTERM {
+			t.Errorf("raystep exited with %v, want exit status %d\n%s", err, exitSIGTERM, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("raystep did not exit within 2 minutes of SIGTERM:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stopping job") {
+		t.Errorf("stderr does not say the job was stopped:\n%s", stderr.String())
+	}
+	if err := syscall.Kill(-h.pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the head's process group %d still exists (kill 0: %v)", h.pgid, err)
+	}
+	if left := processesMentioning(t, h.tempDir); len(left) > 0 {
+		t.Errorf("processes %v of the head (temp dir %s) still run", left, h.tempDir)
+	}
+	if _, err := os.Stat(h.tempDir); !os.IsNotExist(err) {
+		t.Errorf("the head's temp dir %s is left (stat: %v)", h.tempDir, err)
+	}
+}
+
+// cleanupRun kills what a failed test left: raystep, then the head's
+// process group and anything running from its temp dir.
+func cleanupRun(t *testing.T, cmd *exec.Cmd, done chan error, invocations string) {
+	select {
+	case <-done:
+	default:
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	b, _ := os.ReadFile(invocations)
+	if !strings.Contains(string(b), " start ") {
+		return
+	}
+	h := startedHead(t, invocations)
+	_ = syscall.Kill(-h.pgid, syscall.SIGKILL)
+	for _, pid := range processesMentioning(t, h.tempDir) {
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	_ = os.RemoveAll(h.tempDir)
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/adapters"
+	"github.com/raystep/raystep/schemas"
+)
+
+// pollInterval spaces the runner's status polls: short enough that a
+// finished job is noticed about as fast as Ray's own CLI does.
+const pollInterval = 500 * time.Millisecond
+
+// runOptions are run's flags.
+type runOptions struct {
+	file, backend, namespace    string
+	set                         []string
+	pipesContext, pipesMessages string
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run -f SPEC [--backend local|kuberay] [--namespace NS] [--set path=value]...",
+		Short: "Run one Ray job as a step: provision, submit, relay, report, tear down",
+		Long: `run validates the spec, brings up its Ray cluster, submits the entrypoint,
+relays the job's log and tears the cluster down on every path.
+
+Launched by Dagster (DAGSTER_PIPES_CONTEXT / DAGSTER_PIPES_MESSAGES, or the
+--dagster-pipes-* flags), run is quiet: phases, the driver's logs, asset
+checks and the materialization (the driver's metadata plus raystep/* keys)
+travel as Pipes messages, the job's plain log lines go to stdout and
+raystep's own error, if any, to stderr. Standalone, run talks to a person:
+phases with elapsed time and the driver's reports on stderr (in colour on a
+terminal), the job's log on stdout.
+
+The local backend starts a private Ray head for the step and stops it at
+the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
+RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL it runs on that existing
+cluster and leaves it running.
+
+Exit codes: 0 the Ray job SUCCEEDED; 1 it FAILED or was STOPPED; 2 bad usage
+or invalid spec (nothing was started); 3 infrastructure failure; 130/143
+cancelled by SIGINT/SIGTERM after teardown. A second signal stops waiting
+for the teardown.`,
+		Example: `  raystep run -f examples/ads_ranking/train.yaml
+  RAY_ADDRESS=http://127.0.0.1:8265 raystep run -f train.yaml --set spec.timeouts.run=10m`,
+		Args:   cobra.NoArgs,
+		PreRun: a.begin,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.file == "" {
+				return &usageError{errors.New("run: -f SPEC is required")}
+			}
+			return a.runStep(cmd.Context(), cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "file", "f", "", "job spec to run (required)")
+	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
+	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
+	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
+	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
+	return cmd
+}
+
+// runStep is the whole step: open Pipes, load the spec, run, close.
+func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) error {
+	sess, err := pipes.Open(pipes.Options{
+		Args: o.pipesArgs(), LookupEnv: a.lookup.Lookup, Stdout: a.stdout, Stderr: a.stderr,
+	})
+	if err != nil {
+		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
+	}
+	step, backend, err := a.prepare(cmd, o, sess)
+	if err != nil {
+		closeFailed(sess, err)
+		return err
+	}
+	r := &runner.Runner{
+		Backend:         backend,
+		Connect:         adapters.Connect,
+		Stdout:          a.stdout,
+		EncodeBootstrap: pipes.EncodeBootstrap,
+		Abort:           abortOf(ctx),
+		PollInterval:    pollInterval,
+	}
+	if sess.Active() {
+		r.Session, r.Stdout = adapters.Session{Pipes: sess}, sess.Stdout()
+	} else {
+		r.Progress = a.console()
+	}
+	_, err = r.Run(ctx, step)
+	closeFailed(sess, err) // Run closed it already; this covers Run refusing the step
+	if err != nil && r.Progress != nil {
+		err = &shownError{err} // Run's last progress line said it
+	}
+	return err
+}
+
+// pipesArgs hands the --dagster-pipes-* flags to pipes.Open.
+func (o runOptions) pipesArgs() []string {
+	var args []string
+	if o.pipesContext != "" {
+		args = append(args, pipes.ArgContext, o.pipesContext)
+	}
+	if o.pipesMessages != "" {
+		args = append(args, pipes.ArgMessages, o.pipesMessages)
+	}
+	return args
+}
+
+// prepare loads the profile and spec and builds the step and its backend;
+// nothing is started.
+func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, runner.Backend, error) {
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	spec, err := schemas.Load(o.file, schemas.LoadOptions{Set: o.set, Profile: profile})
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	if ns := firstNonEmpty(o.namespace, a.cfg.Namespace); ns != "" {
+		spec.Metadata.Namespace = ns
+	}
+	step, err := stepFromSpec(spec, sess)
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step)
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	return step, backend, nil
+}
+
+// closeFailed closes the Pipes session with err as the exception, after
+// an ERROR log line, so Dagster shows raystep's error. It does nothing on
+// a session already closed.
+func closeFailed(sess *pipes.Session, err error) {
+	if err == nil || !sess.Active() {
+		_ = sess.Close(nil)
+		return
+	}
+	_ = sess.Log(pipes.LevelError, "raystep failed: "+err.Error())
+	_ = sess.Close(adapters.Exception(&runner.Exception{Name: exceptionName(err), Message: err.Error()}))
+}
+
+// exceptionName names errors raised before the runner ran.
+func exceptionName(err error) string {
+	switch {
+	case asType[*schemas.ValidationErrors](err):
+		return "InvalidSpec"
+	case asType[*usageError](err):
+		return "UsageError"
+	default:
+		return "RaystepError"
+	}
+}
+
+// shownError is an error the step's progress output already showed; it
+// is not printed again.
+type shownError struct{ err error }
+
+func (e *shownError) Error() string { return e.err.Error() }
+func (e *shownError) Unwrap() error { return e.err }
+
+// abortKey carries the channel a second signal closes.
+type abortKey struct{}
+
+// withAbort returns ctx carrying abort.
+func withAbort(ctx context.Context, abort <-chan struct{}) context.Context {
+	return context.WithValue(ctx, abortKey{}, abort)
+}
+
+// abortOf returns the abort channel of ctx; nil (never closed) without one.
+func abortOf(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(abortKey{}).(<-chan struct{})
+	return ch
+}
+
+// console is where a person reads the step's progress: stderr, coloured
+// when it is a terminal.
+func (a *app) console() io.Writer {
+	if a.cfg.NoColor == "" && isTerminal(a.stderr) {
+		return &colorWriter{w: a.stderr}
+	}
+	return a.stderr
+}
