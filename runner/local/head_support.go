@@ -52,11 +52,7 @@ func headEnv(rayBin string, extra []string) []string {
 			env = append(env, kv)
 		}
 	}
-	// Ray turns --node-ip-address=127.0.0.1 into the machine's routable
-	// address (services.resolve_ip_for_localhost) unless it believes it is
-	// a single-machine install; this flag makes it keep loopback, so no Ray
-	// listener or advertised address leaves 127.0.0.1.
-	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
+	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
 	if _, err := os.Stat(filepath.Join(binDir, "..", "pyvenv.cfg")); err == nil {
 		env = append(env, "VIRTUAL_ENV="+filepath.Dir(binDir))
 	}
