@@ -7,7 +7,7 @@ VENV ?= .venv
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build venv test test-go test-python vet
+.PHONY: build venv demo test test-go test-python vet
 
 ## build: compile bin/raystep and the Pipes conformance program
 build:
@@ -25,6 +25,10 @@ $(VENV)/.installed: requirements.txt $(wildcard dagster_integration/pyproject.to
 	@if [ -f dagster_integration/pyproject.toml ]; then \
 		$(VENV)/bin/pip install --quiet -e dagster_integration; fi
 	touch $@
+
+## demo: set up everything, then train the example model on a private local Ray head
+demo: venv build
+	bin/raystep run -f examples/ads_ranking/train.yaml
 
 vet:
 	$(GO) vet ./...
