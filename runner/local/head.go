@@ -156,13 +156,11 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 	}
 	h.cmd = exec.Command(rayBin, args...)
 	h.cmd.Env = headEnv(rayBin, opts.Env)
-	if ip := net.ParseIP(h.host); ip != nil && ip.IsLoopback() {
-		// Ray turns --node-ip-address=127.0.0.1 into the machine's routable
-		// address (services.resolve_ip_for_localhost) unless it believes it
-		// is a single-machine install: this keeps every listener and
-		// advertised address on loopback.
-		h.cmd.Env = append(h.cmd.Env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
-	}
+	// Ray itself turns --node-ip-address=127.0.0.1 into the machine's
+	// routable address (services.resolve_ip_for_localhost), so gcs_server
+	// and raylet listen on all interfaces. Forcing loopback
+	// (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) breaks Ray's own clients, which
+	// resolve 127.0.0.1 the same way, so it is not done.
 	h.cmd.Stdout = writers(h.tail, opts.Stdout)
 	h.cmd.Stderr = writers(h.tail, opts.Stderr)
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
