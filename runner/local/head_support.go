@@ -53,6 +53,13 @@ func headEnv(rayBin string, extra []string) []string {
 		}
 	}
 	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
+	// Ray 2.60 turns token auth on for every new head once a token sits in
+	// ~/.ray/auth_token (a plain ray.init() writes one), and raystep's
+	// client would then be refused. A private head is owned by the step, so
+	// it runs without token auth unless the user chose a mode explicitly.
+	if _, set := os.LookupEnv("RAY_AUTH_MODE"); !set {
+		env = append(env, "RAY_AUTH_MODE=disabled")
+	}
 	if _, err := os.Stat(filepath.Join(binDir, "..", "pyvenv.cfg")); err == nil {
 		env = append(env, "VIRTUAL_ENV="+filepath.Dir(binDir))
 	}
