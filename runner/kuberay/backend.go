@@ -84,6 +84,10 @@ type Backend struct {
 	Notify Notify
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Customize, if set, changes each RayJob after Build and before it is
+	// created, for what the profile cannot express (an admission
+	// controller's pod annotations; tests use it to make kwok fail a pod).
+	Customize func(job *rayv1.RayJob)
 }
 
 var _ runner.Backend = (*Backend)(nil)
@@ -148,6 +152,9 @@ func (b *Backend) rayJob(req runner.ClusterRequest) (*rayv1.RayJob, error) {
 		return nil, err
 	}
 	job.Name = req.ID
+	if b.Customize != nil {
+		b.Customize(job)
+	}
 	return job, nil
 }
 

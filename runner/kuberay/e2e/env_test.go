@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/schemas"
+	"github.com/raystep/raystep/test/cluster"
+	"github.com/raystep/raystep/test/raytest"
+)
+
+// shared is the one environment every test of the package uses: a real
+// Ray head and a Kubernetes with the KubeRay operator pointed at it.
+var shared struct {
+	once    sync.Once
+	ray     raytest.Shared
+	head    *local.Head
+	k8s     *cluster.Cluster
+	profile *schemas.Profile
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.k8s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := shared.k8s.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "stop cluster:", err)
+		}
+		cancel()
+	}
+	shared.ray.Stop()
+	os.Exit(code)
+}
+
+// setup returns the shared environment, starting it on first use.
+func setup(t *testing.T) {
+	t.Helper()
+	head := shared.ray.Head(t)
+	shared.once.Do(func() {
+		shared.head = head
+		shared.profile, shared.err = schemas.LoadProfile("../../../examples/platform.yaml")
+		if shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		shared.k8s, shared.err = cluster.Start(ctx, cluster.Options{Nodes: nodes(shared.profile), DashboardURL: head.DashboardURL()})
+		t.Logf("environment started in %s", time.Since(start).Round(time.Millisecond))
+	})
+	if shared.err != nil {
+		t.Fatalf("start environment: %v", shared.err)
+	}
+}
+
+// nodes mirrors the profile's A100 pool (labels, taints, 8 GPUs) and adds
+// a CPU node. The L4 pool gets no node, so asking for an L4 is really
+// Unschedulable.
+func nodes(p *schemas.Profile) []cluster.NodeSpec {
+	gpu := p.Spec.GPUTypes["a100-80gb"]
+	n := cluster.NodeSpec{Name: "gpu-a100-80gb-0", Labels: gpu.NodeSelector, Capacity: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceName(gpu.ResourceName): resource.MustParse("8"),
+	}}
+	for _, tol := range gpu.Tolerations {
+		value := tol.Value
+		if tol.Operator == "Exists" {
+			value = "present"
+		}
+		n.Taints = append(n.Taints, corev1.Taint{Key: tol.Key, Value: value, Effect: corev1.TaintEffect(tol.Effect)})
+	}
+	return []cluster.NodeSpec{n, {Name: "cpu-0", Capacity: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
+		corev1.ResourcePods: resource.MustParse("110"),
+	}}}
+}
+
+// namespace creates a namespace for one test and deletes it afterwards.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := shared.k8s.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		// Namespaces are never finalized here (no namespace controller):
+		// the test checks its own leftovers instead.
+		_ = shared.k8s.Client.Delete(context.Background(), ns)
+	})
+	return name
+}
+
+// spec loads testdata/step.yaml with overrides.
+func spec(t *testing.T, set ...string) *schemas.Spec {
+	t.Helper()
+	s, err := schemas.Load("testdata/step.yaml", schemas.LoadOptions{Profile: shared.profile, Set: set})
+	if err != nil {
+		t.Fatalf("load spec: %v", err)
+	}
+	return s
+}
+
+// step is what the CLI would hand the runner for s.
+func step(s *schemas.Spec, runID string) runner.Step {
+	return runner.Step{
+		Name: s.Metadata.Name, Kind: string(s.Spec.Kind), Entrypoint: s.Spec.Entrypoint, RuntimeEnv: s.Spec.RuntimeEnv,
+		ProvisionTimeout: s.Spec.Timeouts.Provision, RunTimeout: s.Spec.Timeouts.Run,
+		Teardown: runner.TeardownPolicy(s.Spec.Teardown),
+		Dagster:  runner.Dagster{RunID: runID, StepKey: "train", AssetKeys: []string{"e2e/model"}},
+	}
+}
+
+// backend builds a KubeRay backend for s in ns on cfg (nil: the admin),
+// counting its API requests in cnt (may be nil).
+func backend(t *testing.T, s *schemas.Spec, ns string, cfg *rest.Config, cnt *counter) *kuberay.Backend {
+	t.Helper()
+	if cfg == nil {
+		cfg = shared.k8s.Config
+	}
+	opts := kuberay.ConnectOptions{UserAgent: "raystep-e2e", Warn: func(m string) { t.Logf("warning: %s", m) }}
+	if cnt != nil {
+		opts.Wrap = cnt.wrap
+	}
+	c, err := kuberay.NewClients(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kuberay.Backend{
+		Kube: c.Kube, Ray: c.Ray, Config: c.Config, Spec: s, Profile: shared.profile, Namespace: ns,
+		Dashboard: kuberay.DashboardOptions{URL: shared.head.DashboardURL()},
+		Notify:    func(level, msg string) { t.Logf("backend %s: %s", level, msg) },
+	}
+}
+
+// logWriter writes the runner's progress lines to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// newRunner returns a runner over b with progress in the test log.
+func newRunner(t *testing.T, b runner.Backend) *runner.Runner {
+	return &runner.Runner{Backend: b, Connect: connectRay, Stdout: logWriter{t}, Progress: logWriter{t},
+		TeardownTimeout: 2 * time.Minute, PollInterval: 200 * time.Millisecond}
+}
+
+// runID makes a run id unique to this test run.
+func runID(t *testing.T) string {
+	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// leftovers lists the RayJobs, RayClusters and pods left in ns.
+func leftovers(ctx context.Context, ns string) string {
+	var left []string
+	jobs := &rayv1.RayJobList{}
+	clusters := &rayv1.RayClusterList{}
+	pods := &corev1.PodList{}
+	for _, l := range []client.ObjectList{jobs, clusters, pods} {
+		if err := shared.k8s.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+	}
+	for _, j := range jobs.Items {
+		left = append(left, "RayJob "+j.Name)
+	}
+	for _, c := range clusters.Items {
+		left = append(left, "RayCluster "+c.Name)
+	}
+	for _, p := range pods.Items {
+		left = append(left, "Pod "+p.Name)
+	}
+	return strings.Join(left, ", ")
+}
+
+// nothingLeft fails the test if anything of the step is left in ns.
+func nothingLeft(t *testing.T, ns string) {
+	t.Helper()
+	if left := leftovers(t.Context(), ns); left != "" {
+		t.Errorf("left behind in %s: %s", ns, left)
+	}
+}
+
+// counter counts API requests by verb and resource.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[requestKind(r)]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+// counts returns the counts and their total.
+func (c *counter) counts() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := 0
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+		total += v
+	}
+	return out, total
+}
+
+func (c *counter) String() string {
+	counts, total := c.counts()
+	var parts []string
+	for k, v := range counts {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%d requests: %s", total, strings.Join(parts, " "))
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// requestKind names a request like "watch pods" or "patch rayjobs".
+func requestKind(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	i := slices.Index(parts, "namespaces")
+	rest := []string{}
+	if i >= 0 && i+2 < len(parts) {
+		rest = parts[i+2:]
+	}
+	verb := strings.ToLower(r.Method)
+	switch {
+	case len(rest) == 0:
+		return verb + " " + r.URL.Path
+	case r.Method == http.MethodGet && r.URL.Query().Get("watch") == "true":
+		verb = "watch"
+	case r.Method == http.MethodGet && len(rest) == 1:
+		verb = "list"
+	case r.Method == http.MethodPost:
+		verb = "create"
+	}
+	res := rest[0]
+	if len(rest) == 3 {
+		res += "/" + rest[2]
+	}
+	return verb + " " + res
+}
