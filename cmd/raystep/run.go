@@ -136,7 +136,11 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step)
+	notice := func(msg string) { a.log.Warn(msg) }
+	if sess.Active() {
+		notice = func(msg string) { _ = sess.Log(pipes.LevelWarning, "raystep: "+msg) }
+	}
+	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step, notice)
 	if err != nil {
 		return runner.Step{}, nil, err
 	}

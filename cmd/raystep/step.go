@@ -71,12 +71,13 @@ func shape(c schemas.Cluster) string {
 }
 
 // newBackend builds the backend named by --backend or RAYSTEP_BACKEND for
-// one spec, and adjusts what the step reports about its cluster. It is the
-// one place backends are chosen.
-func (a *app) newBackend(name string, spec *schemas.Spec, profile *schemas.Profile, step *runner.Step) (runner.Backend, error) {
+// one spec, and adjusts what the step reports about its cluster; notice
+// tells the user about a choice made for them. It is the one place
+// backends are chosen.
+func (a *app) newBackend(name string, spec *schemas.Spec, profile *schemas.Profile, step *runner.Step, notice func(string)) (runner.Backend, error) {
 	switch name {
 	case "local":
-		return a.localBackend(step)
+		return a.localBackend(step, notice)
 	case "kuberay":
 		return nil, &usageError{errors.New("--backend kuberay is not available in this build yet: use --backend local")}
 	default:
@@ -88,7 +89,7 @@ func (a *app) newBackend(name string, spec *schemas.Spec, profile *schemas.Profi
 // RAY_ADDRESS, RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL names. The
 // spec's cluster shape does not apply on this machine, so the step reports
 // the machine instead.
-func (a *app) localBackend(step *runner.Step) (runner.Backend, error) {
+func (a *app) localBackend(step *runner.Step, notice func(string)) (runner.Backend, error) {
 	bin := a.cfg.RayBin
 	if bin != "" && !strings.Contains(bin, "/") {
 		found, err := exec.LookPath(bin)
@@ -102,7 +103,10 @@ func (a *app) localBackend(step *runner.Step) (runner.Backend, error) {
 		DashboardURL: firstNonEmpty(a.cfg.DashboardURL, a.cfg.RayAPIServerAddress),
 		Token:        a.cfg.DashboardToken,
 		Head:         local.HeadOptions{RayBin: bin},
-		Logger:       a.log.Named("local").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+		Logger:       a.log.Named("local"),
+	}
+	if a.cfg.LogLevel != "debug" { // the head's start and stop are phases already shown
+		b.Logger = b.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	step.GPUType, step.GPUCount = "", 0
 	if b.Existing() {
@@ -111,7 +115,7 @@ func (a *app) localBackend(step *runner.Step) (runner.Backend, error) {
 	}
 	step.Shape = "private ray head on this machine"
 	if step.Teardown != runner.TeardownAlways {
-		a.log.Warn(fmt.Sprintf("teardown %q keeps nothing with a private local head: the head belongs to this step "+
+		notice(fmt.Sprintf("teardown %q keeps nothing with a private local head: the head belongs to this step "+
 			"and stops with it; set RAY_ADDRESS to run on a cluster that outlives the step", step.Teardown))
 		step.Teardown = runner.TeardownAlways
 	}
