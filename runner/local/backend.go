@@ -44,7 +44,7 @@ var _ runner.Backend = (*Backend)(nil)
 // privateStopTimeout is how long a private head gets to exit after SIGTERM
 // before it is killed. Its job has been stopped by then and nothing of it
 // is kept, while `ray start --block` may take half a minute to exit.
-const privateStopTimeout = 3 * time.Second
+const privateStopTimeout = time.Second
 
 // Name returns "local".
 func (b *Backend) Name() string { return "local" }
