@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +17,9 @@ import (
 
 // resolveTimeout bounds asking Ray for the dashboard of a GCS address.
 const resolveTimeout = time.Minute
+
+// probeTimeout bounds the first request to an existing cluster's dashboard.
+const probeTimeout = 10 * time.Second
 
 // ResolveDashboard returns the Ray dashboard URL of an existing cluster,
 // the way Ray's own job CLI finds it:
@@ -104,4 +109,32 @@ func interpreter(rayBin string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// probe checks once that the dashboard at base answers GET /api/version,
+// so an address that leads nowhere fails at once with a plain message
+// instead of after the Jobs client's retries.
+func probe(ctx context.Context, base, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/version", nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s does not answer (is the cluster running?): %w", base, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%s refused the request (%s): set RAYSTEP_DASHBOARD_TOKEN", base, resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("GET %s/api/version: %s: is it a Ray dashboard?", base, resp.Status)
+	}
+	return nil
 }

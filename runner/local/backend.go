@@ -156,6 +156,9 @@ func (c *existingCluster) Dashboard(ctx context.Context) (runner.Dashboard, erro
 	if err != nil {
 		return runner.Dashboard{}, err
 	}
+	if err := probe(ctx, url, c.b.Token); err != nil {
+		return runner.Dashboard{}, err
+	}
 	return runner.Dashboard{URL: url, Token: c.b.Token}, nil
 }
 

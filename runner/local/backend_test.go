@@ -2,6 +2,8 @@ package local_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -124,4 +126,60 @@ func processesMentioning(t *testing.T, s string) []int {
 		}
 	}
 	return pids
+}
+
+// TestExistingClusterProbe checks the first request to an existing
+// cluster's dashboard: an answer, a refusal, something else, nothing.
+func TestExistingClusterProbe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		status  int
+		closed  bool
+		wantErr string
+	}{
+		{name: "ray answers", status: http.StatusOK},
+		{name: "token refused", status: http.StatusUnauthorized, wantErr: "RAYSTEP_DASHBOARD_TOKEN"},
+		{name: "not a dashboard", status: http.StatusNotFound, wantErr: "is it a Ray dashboard?"},
+		{name: "nobody there", closed: true, wantErr: "does not answer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			auth := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case auth <- r.Header.Get("Authorization"):
+				default:
+				}
+				w.WriteHeader(tt.status)
+			}))
+			defer srv.Close()
+			if tt.closed {
+				srv.Close()
+			}
+			b := &local.Backend{DashboardURL: srv.URL, Token: "t0k"}
+			c, err := b.Provision(context.Background(), runner.ClusterRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := c.Dashboard(context.Background())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Dashboard error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := runner.Dashboard{URL: srv.URL, Token: "t0k"}
+			if diff := cmp.Diff(want, d); diff != "" {
+				t.Errorf("Dashboard (-want +got):\n%s", diff)
+			}
+			if got := <-auth; got != "Bearer t0k" {
+				t.Errorf("Authorization = %q, want the bearer token", got)
+			}
+		})
+	}
 }
