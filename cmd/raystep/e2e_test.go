@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,28 +113,57 @@ func TestRunFailingEntrypoint(t *testing.T) {
 }
 
 // TestRunInvalidSpecStartsNothing checks that a spec error exits 2 before
-// ray is ever run, and that Dagster gets the error in the closed message.
+// ray is ever run, and that Dagster gets the error in the closed message,
+// whether the bootstrap comes in the environment or as flags.
 func TestRunInvalidSpecStartsNothing(t *testing.T) {
-	bin, invocations := rayWrapper(t)
+	for _, asFlags := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bootstrap as flags %v", asFlags), func(t *testing.T) {
+			bin, invocations := rayWrapper(t)
+			env, messages := pipesEnv(t, pipes.ContextData{AssetKeys: []string{"m"}, RunID: runID(t), Extras: map[string]any{}})
+			args := []string{"run", "-f", train, "--set", "spec.timeouts.run=3 hours"}
+			if asFlags {
+				args = append(args, "--dagster-pipes-context", env[pipes.EnvContext], "--dagster-pipes-messages", env[pipes.EnvMessages])
+				env = map[string]string{}
+			}
+			env["RAYSTEP_RAY_BIN"] = bin
+			code, _, stderr := runRay(t, env, args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, "/spec/timeouts/run") {
+				t.Errorf("stderr lacks the pointer of the error:\n%s", stderr)
+			}
+			if _, err := os.Stat(invocations); !os.IsNotExist(err) {
+				t.Errorf("ray was run for an invalid spec (stat %s: %v)", invocations, err)
+			}
+			ms := readMessages(t, messages)
+			if diff := cmp.Diff([]string{"opened", "log", "closed"}, methods(ms)); diff != "" {
+				t.Fatalf("methods (-want +got):\n%s", diff)
+			}
+			exc, _ := ms[2].Params["exception"].(map[string]any)
+			if exc["name"] != "InvalidSpec" || !strings.Contains(exc["message"].(string), "/spec/timeouts/run") {
+				t.Errorf("closed exception = %v, want InvalidSpec naming /spec/timeouts/run", exc)
+			}
+		})
+	}
+}
+
+// TestRunNoClusterAtAddress points RAY_ADDRESS at nothing: exit 3 at once,
+// with the reason in the closed message.
+func TestRunNoClusterAtAddress(t *testing.T) {
 	env, messages := pipesEnv(t, pipes.ContextData{AssetKeys: []string{"m"}, RunID: runID(t), Extras: map[string]any{}})
-	env["RAYSTEP_RAY_BIN"] = bin
-	code, _, stderr := runRay(t, env, "run", "-f", train, "--set", "spec.timeouts.run=3 hours")
-	if code != exitUsage {
-		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitUsage, stderr)
-	}
-	if !strings.Contains(stderr, "/spec/timeouts/run") {
-		t.Errorf("stderr lacks the pointer of the error:\n%s", stderr)
-	}
-	if _, err := os.Stat(invocations); !os.IsNotExist(err) {
-		t.Errorf("ray was run for an invalid spec (stat %s: %v)", invocations, err)
+	env["RAY_ADDRESS"] = "http://127.0.0.1:1"
+	code, _, stderr := runRay(t, env, "run", "-f", train)
+	if code != exitInfrastructure {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitInfrastructure, stderr)
 	}
 	ms := readMessages(t, messages)
-	if diff := cmp.Diff([]string{"opened", "log", "closed"}, methods(ms)); diff != "" {
-		t.Fatalf("methods (-want +got):\n%s", diff)
+	exc, _ := ms[len(ms)-1].Params["exception"].(map[string]any)
+	if exc["name"] != "InfrastructureError" || !strings.Contains(exc["message"].(string), "does not answer") {
+		t.Errorf("closed exception = %v, want InfrastructureError saying the dashboard does not answer", exc)
 	}
-	exc, _ := ms[2].Params["exception"].(map[string]any)
-	if exc["name"] != "InvalidSpec" || !strings.Contains(exc["message"].(string), "/spec/timeouts/run") {
-		t.Errorf("closed exception = %v, want InvalidSpec naming /spec/timeouts/run", exc)
+	if n := strings.Count(stderr, "does not answer"); n != 1 {
+		t.Errorf("stderr says it %d times, want once:\n%s", n, stderr)
 	}
 }
 
