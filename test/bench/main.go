@@ -21,10 +21,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 
+	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner/local"
 )
 
@@ -61,6 +63,11 @@ func bench(n int, raystep, spec, address, rayBin string) error {
 		defer func() { _ = h.Stop(context.WithoutCancel(ctx)) }()
 		address = h.DashboardURL()
 	}
+	dir, err := os.MkdirTemp("", "raystep-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	entrypoint := []string{"python", "-c", "print('ok')"}
 	tools := []struct {
 		name string
@@ -70,6 +77,11 @@ func bench(n int, raystep, spec, address, rayBin string) error {
 			c := exec.Command(raystep, "run", "-f", spec)
 			c.Env = append(os.Environ(), "RAY_ADDRESS="+address)
 			return c
+		}},
+		{"raystep (pipes)", func() *exec.Cmd {
+			c := exec.Command(raystep, "run", "-f", spec)
+			c.Env = append(os.Environ(), "RAY_ADDRESS="+address)
+			return withPipes(c, dir)
 		}},
 		{"ray job submit", func() *exec.Cmd {
 			args := append([]string{"job", "submit", "--address", address, "--submission-id", newID(),
@@ -102,10 +114,27 @@ func bench(n int, raystep, spec, address, rayBin string) error {
 		}
 		fmt.Printf("%-16s %12s %12s %12s %12s %9.1f MiB\n", tool.name, ms(median(w)), ms(w[0]), ms(median(c)), ms(c[len(c)-1]), float64(rss)/(1<<20))
 	}
-	rw := median(durations(results[0], func(s sample) time.Duration { return s.wall }))
-	cw := median(durations(results[1], func(s sample) time.Duration { return s.wall }))
-	fmt.Printf("\nwall ratio raystep / ray job submit: %.2f\n", float64(rw)/float64(cw))
+	wall := func(i int) float64 {
+		return float64(median(durations(results[i], func(s sample) time.Duration { return s.wall })))
+	}
+	fmt.Printf("\nwall ratio raystep / ray job submit: %.2f standalone, %.2f under pipes\n", wall(0)/wall(2), wall(1)/wall(2))
 	return nil
+}
+
+// withPipes bootstraps cmd as Dagster's subprocess client would, with a
+// fresh run id (a repeated one would attach to the previous job) and the
+// messages appended to a temp file.
+func withPipes(cmd *exec.Cmd, dir string) *exec.Cmd {
+	id := newID()
+	data := pipes.ContextData{AssetKeys: []string{"bench"}, RunID: id, Extras: map[string]any{}}
+	env, err := pipes.BootstrapEnv(pipes.ContextDataParams(data), pipes.FileMessagesParams(filepath.Join(dir, id)))
+	if err != nil {
+		panic(err) // only plain values are encoded
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
 }
 
 // measure runs cmd to completion and reads its rusage.
