@@ -81,7 +81,7 @@ func TestProvisionFailsFast(t *testing.T) {
 			customize: func(j *rayv1.RayJob) {
 				j.Spec.RayClusterSpec.HeadGroupSpec.Template.Annotations = cluster.PodWaitingAnnotations("ImagePullBackOff", pull)
 			}},
-		{name: "worker Unschedulable", ns: "e2e-unschedulable", set: []string{"spec.cluster.workers[0].gpuType=l4"},
+		{name: "worker Unschedulable", ns: "e2e-unschedulable", set: []string{"spec.cluster.workers.0.gpuType=l4"},
 			reason: "Unschedulable", message: "didn't match Pod's node affinity/selector"},
 	}
 	for _, tt := range tests {
@@ -89,9 +89,8 @@ func TestProvisionFailsFast(t *testing.T) {
 			ns := namespace(t, tt.ns)
 			b := backend(t, spec(t, tt.set...), ns, nil, nil)
 			b.Customize = tt.customize
-			start := time.Now()
-			_, err := newRunner(t, b).Run(t.Context(), step(b.Spec, runID(t)))
-			took := time.Since(start)
+			res, err := newRunner(t, b).Run(t.Context(), step(b.Spec, runID(t)))
+			took := res.Durations[runner.PhaseProvision]
 			var ce *kuberay.ClusterError
 			if !errors.Is(err, runner.ErrInfrastructure) || !errors.As(err, &ce) {
 				t.Fatalf("step error = %v, want an infrastructure failure from the cluster", err)
@@ -102,7 +101,8 @@ func TestProvisionFailsFast(t *testing.T) {
 			if took > time.Minute {
 				t.Errorf("failed after %s, want well before the 3m provision timeout", took)
 			}
-			t.Logf("FIGURES %s failed after %s: %v", tt.name, took.Round(time.Millisecond), err)
+			t.Logf("FIGURES %s: provisioning failed after %s (teardown %s): %v", tt.name, took.Round(time.Millisecond),
+				res.Durations[runner.PhaseTeardown].Round(time.Millisecond), err)
 			nothingLeft(t, ns)
 		})
 	}
