@@ -134,13 +134,15 @@ func runRay(t *testing.T, env map[string]string, args ...string) (int, string, s
 }
 
 // rayWrapper writes an executable that records each invocation (its pid
-// and arguments, one line each) in a log and then runs the tests' ray.
-// The pid of `ray start` is the head's process group.
+// and arguments, one line each) in a log and then runs the tests' ray,
+// with ray's own directory first on PATH so that the driver's python is
+// the one Ray runs on. The pid of `ray start` is the head's process group.
 func rayWrapper(t *testing.T) (bin, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, log = filepath.Join(dir, "ray"), filepath.Join(dir, "invocations")
-	script := "#!/bin/sh\necho \"$$ $*\" >> " + log + "\nexec " + raytest.RayBin(t) + " \"$@\"\n"
+	real := raytest.RayBin(t)
+	script := "#!/bin/sh\necho \"$$ $*\" >> " + log + "\nPATH=" + filepath.Dir(real) + ":$PATH exec " + real + " \"$@\"\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -127,6 +127,13 @@ func TestRunSIGTERM(t *testing.T) {
 	if !strings.Contains(stderr.String(), "stopping job") {
 		t.Errorf("stderr does not say the job was stopped:\n%s", stderr.String())
 	}
+	assertHeadGone(t, h)
+}
+
+// assertHeadGone checks that nothing of a private head is left: its
+// process group, any process running from its temp dir, the temp dir.
+func assertHeadGone(t *testing.T, h head) {
+	t.Helper()
 	if err := syscall.Kill(-h.pgid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the head's process group %d still exists (kill 0: %v)", h.pgid, err)
 	}

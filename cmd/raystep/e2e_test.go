@@ -31,6 +31,8 @@ func runID(t *testing.T) string {
 // clean close.
 func TestRunTrainUnderPipes(t *testing.T) {
 	env, messages := pipesEnv(t, pipes.ContextData{AssetKeys: []string{"ads_ranking_model"}, RunID: runID(t), Extras: map[string]any{}})
+	rayBin, invocations := rayWrapper(t)
+	env["RAYSTEP_RAY_BIN"] = rayBin
 	model := filepath.Join(t.TempDir(), "model")
 	code, stdout, stderr := runRay(t, env, "run", "-f", train,
 		"--set", "spec.runtimeEnv.env_vars.ADS_MODEL_DIR="+model,
@@ -38,6 +40,7 @@ func TestRunTrainUnderPipes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
+	assertHeadGone(t, startedHead(t, invocations))
 	ms := readMessages(t, messages)
 	got := methods(ms)
 	if got[0] != "opened" || got[len(got)-1] != "closed" {
