@@ -1,0 +1,137 @@
+package kuberay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// ListRayJobs returns raystep's RayJobs (label app.kubernetes.io/managed-by
+// =raystep) in namespace, or in every namespace when it is empty, sorted
+// by namespace and name.
+func ListRayJobs(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayJob, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep}).String()
+	list, err := ray.RayV1().RayJobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		where := "namespace " + namespace
+		if namespace == "" {
+			where = "all namespaces"
+		}
+		return nil, fmt.Errorf("list raystep RayJobs in %s: %w", where, err)
+	}
+	jobs := list.Items
+	slices.SortFunc(jobs, func(a, b rayv1.RayJob) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return jobs, nil
+}
+
+// Summary is one raystep RayJob as `raystep ls` shows it.
+type Summary struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Owner     string `json:"owner"`
+	Kind      string `json:"kind"`
+	// GPUs is the GPU demand at full size, e.g. "a100-80gb=2".
+	GPUs string `json:"gpus"`
+	// Deployment is KubeRay's jobDeploymentStatus ("New" before the
+	// operator saw it, "Deleting" once deletion started).
+	Deployment string `json:"deploymentStatus"`
+	// JobStatus is the Ray job's status as KubeRay last saw it.
+	JobStatus string    `json:"jobStatus"`
+	Created   time.Time `json:"created"`
+	// Dashboard is the head service's dashboard URL inside the cluster.
+	Dashboard  string `json:"dashboard"`
+	RunID      string `json:"dagsterRunId"`
+	Step       string `json:"dagsterStep"`
+	RayCluster string `json:"rayCluster"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Summarize describes job for `raystep ls`.
+func Summarize(job *rayv1.RayJob) Summary {
+	st := job.Status
+	s := Summary{
+		Namespace: job.Namespace, Name: job.Name,
+		Owner: job.Labels[LabelOwner], Kind: job.Labels[LabelKind], GPUs: job.Annotations[AnnotationGPUs],
+		Deployment: string(st.JobDeploymentStatus), JobStatus: string(st.JobStatus),
+		Created: job.CreationTimestamp.UTC(), RunID: job.Labels[LabelRunID],
+		Step: job.Annotations[AnnotationStepKey], RayCluster: st.RayClusterName, Reason: string(st.Reason),
+	}
+	if s.Step == "" {
+		s.Step = job.Labels[LabelStep]
+	}
+	if s.Deployment == "" {
+		s.Deployment = "New"
+	}
+	if job.DeletionTimestamp != nil {
+		s.Deployment = "Deleting"
+	}
+	if st.DashboardURL != "" {
+		s.Dashboard = "http://" + strings.TrimPrefix(st.DashboardURL, "http://")
+	}
+	return s
+}
+
+// TableOptions shapes `raystep ls` output.
+type TableOptions struct {
+	// AllNamespaces adds a NAMESPACE column.
+	AllNamespaces bool
+	// Wide adds the Dagster run id, step and RayCluster.
+	Wide bool
+	// Now is the time ages are counted to.
+	Now time.Time
+}
+
+// WriteTable prints summaries as kubectl-style columns.
+func WriteTable(w io.Writer, rows []Summary, o TableOptions) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	head := []string{"NAME", "OWNER", "KIND", "GPUS", "DEPLOYMENT", "JOB", "AGE", "DASHBOARD"}
+	if o.AllNamespaces {
+		head = append([]string{"NAMESPACE"}, head...)
+	}
+	if o.Wide {
+		head = append(head, "DAGSTER-RUN", "STEP", "RAYCLUSTER")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range rows {
+		cols := []string{r.Name, dash(r.Owner), dash(r.Kind), dash(r.GPUs), r.Deployment, dash(r.JobStatus),
+			duration.HumanDuration(o.Now.Sub(r.Created)), dash(r.Dashboard)}
+		if o.AllNamespaces {
+			cols = append([]string{r.Namespace}, cols...)
+		}
+		if o.Wide {
+			cols = append(cols, dash(r.RunID), dash(r.Step), dash(r.RayCluster))
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	return tw.Flush()
+}
+
+// WriteJSON prints summaries as a JSON array.
+func WriteJSON(w io.Writer, rows []Summary) error {
+	if rows == nil {
+		rows = []Summary{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,56 @@
+package kuberay
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+)
+
+func TestListOutputGolden(t *testing.T) {
+	t.Parallel()
+	running := rayJobAt("raystep-ads-ranking-train-3f2a9c1b7d0e", 90*time.Minute, rayv1.RayJobStatus{
+		JobDeploymentStatus: rayv1.JobDeploymentStatusRunning, JobStatus: rayv1.JobStatusRunning,
+		RayClusterName: "raystep-ads-ranking-train-3f2a9c1b7d0e-x7k2p", DashboardURL: "raystep-ads-ranking-train-3f2a9c1b7d0e-x7k2p-head-svc.ml-ads.svc.cluster.local:8265"})
+	fresh := rayJobAt("raystep-ads-ranking-eval-0c1d2e3f4a5b", 40*time.Second, rayv1.RayJobStatus{})
+	fresh.Namespace = "ml-search"
+	fresh.Labels[LabelKind] = "eval"
+	delete(fresh.Annotations, AnnotationGPUs)
+	rows := []Summary{Summarize(running), Summarize(fresh)}
+	tests := []struct {
+		golden string
+		write  func(*bytes.Buffer) error
+	}{
+		{"ls.txt", func(b *bytes.Buffer) error { return WriteTable(b, rows, TableOptions{Now: gcNow}) }},
+		{"ls-A-wide.txt", func(b *bytes.Buffer) error {
+			return WriteTable(b, rows, TableOptions{Now: gcNow, AllNamespaces: true, Wide: true})
+		}},
+		{"ls.json", func(b *bytes.Buffer) error { return WriteJSON(b, rows) }},
+		{"ls-empty.json", func(b *bytes.Buffer) error { return WriteJSON(b, nil) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run go test -update): %v", err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
