@@ -26,6 +26,8 @@ type app struct {
 	// started is set once a command's RunE begins, so errors before it
 	// (unknown commands, bad arguments) are usage errors.
 	started bool
+	// kubeFlags are --kubeconfig and --context (kuberay.go).
+	kubeFlags kubeFlags
 }
 
 // run is raystep's whole life after main: it parses args, runs one command
@@ -77,7 +79,9 @@ logs and metrics to Dagster and tears the cluster down.`,
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.PersistentFlags().String("profile", "", "platform profile file (default $RAYSTEP_PROFILE, else the built-in profile)")
-	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand())
+	a.addKubeFlags(root)
+	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand(),
+		a.lsCommand(), a.gcCommand())
 	return root
 }
 

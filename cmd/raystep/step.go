@@ -79,7 +79,7 @@ func (a *app) newBackend(name string, spec *schemas.Spec, profile *schemas.Profi
 	case "local":
 		return a.localBackend(step, notice)
 	case "kuberay":
-		return nil, &usageError{errors.New("--backend kuberay is not available in this build yet: use --backend local")}
+		return a.kuberayBackend(spec, profile, notice)
 	default:
 		return nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", name)}
 	}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/schemas"
+)
+
+// kubeConfig is what the KubeRay backend, ls and gc read from the
+// environment besides config: how to reach the API server and the
+// dashboards of the clusters raystep creates.
+type kubeConfig struct {
+	// Context is the kubeconfig context; --context overrides it.
+	Context string `env:"RAYSTEP_KUBE_CONTEXT"`
+	// ServiceHost is set by Kubernetes in every pod: raystep then reaches
+	// dashboards by the head service's cluster DNS name.
+	ServiceHost string `env:"KUBERNETES_SERVICE_HOST"`
+	// InCluster=false makes raystep port-forward even inside a pod.
+	InCluster bool `env:"RAYSTEP_DASHBOARD_IN_CLUSTER, default=true"`
+	// DashboardCAFile verifies the dashboard's TLS certificate.
+	DashboardCAFile string `env:"RAYSTEP_DASHBOARD_CA_FILE"`
+	// DashboardHeaders are "Name=value" pairs separated by commas, sent
+	// with every dashboard request (e.g. for an authenticating proxy).
+	DashboardHeaders map[string]string `env:"RAYSTEP_DASHBOARD_HEADERS"`
+	// UnschedulableGrace lets pods stay Unschedulable that long (a cluster
+	// autoscaler adding nodes) before the step fails.
+	UnschedulableGrace time.Duration `env:"RAYSTEP_UNSCHEDULABLE_GRACE, default=0s"`
+}
+
+// kubeFlags are the flags that choose the Kubernetes cluster.
+type kubeFlags struct{ kubeconfig, context string }
+
+// addKubeFlags adds --kubeconfig and --context, shared by run, ls and gc.
+func (a *app) addKubeFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&a.kubeFlags.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
+	f.StringVar(&a.kubeFlags.context, "context", "", "kubeconfig context (default $RAYSTEP_KUBE_CONTEXT, else the current one)")
+}
+
+// kube connects to the cluster the flags and environment name.
+func (a *app) kube(ctx context.Context) (*kuberay.Clients, *kubeConfig, error) {
+	var kc kubeConfig
+	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &kc, Lookuper: a.lookup}); err != nil {
+		return nil, nil, &usageError{fmt.Errorf("read kubernetes settings from the environment: %w", err)}
+	}
+	if a.kubeFlags.context != "" {
+		kc.Context = a.kubeFlags.context
+	}
+	clients, err := kuberay.Connect(kuberay.ConnectOptions{
+		Kubeconfig: a.kubeFlags.kubeconfig, Context: kc.Context, UserAgent: "raystep/" + version,
+		Warn: func(msg string) { a.log.Warn(msg) },
+	})
+	if err != nil {
+		return nil, nil, err // exit 3, as every failure to reach the cluster
+	}
+	return clients, &kc, nil
+}
+
+// kuberayBackend builds the KubeRay backend for one spec. warn tells the
+// user (in Dagster, as a Pipes warning) about what the cluster reports.
+func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn func(string)) (runner.Backend, error) {
+	clients, kc, err := a.kube(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	headers := http.Header{}
+	for k, v := range kc.DashboardHeaders {
+		headers.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	ns := kuberay.ResolveNamespace("", spec.Metadata.Namespace, clients.Namespace)
+	log := a.log.Named("kuberay")
+	return &kuberay.Backend{
+		Kube: clients.Kube, Ray: clients.Ray, Config: clients.Config,
+		Spec: spec, Profile: profile, Namespace: ns,
+		Dashboard: kuberay.DashboardOptions{
+			URL: a.cfg.DashboardURL, Token: a.cfg.DashboardToken, CAFile: kc.DashboardCAFile, Headers: headers,
+			InCluster: kc.ServiceHost != "" && kc.InCluster,
+		},
+		UnschedulableGrace: kc.UnschedulableGrace,
+		Notify: func(level, msg string) {
+			if level == "WARNING" {
+				warn(msg)
+				return
+			}
+			log.Info(msg, zap.String("namespace", ns))
+		},
+	}, nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/runner/kuberay"
+)
+
+// lsOptions are ls's flags.
+type lsOptions struct {
+	namespace     string
+	allNamespaces bool
+	output        string
+	now           func() time.Time
+}
+
+func (a *app) lsCommand() *cobra.Command {
+	o := lsOptions{now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "ls [-A] [-o wide|json]",
+		Short: "List raystep's RayJobs: owner, kind, GPUs, status, age, dashboard",
+		Long: `ls lists the RayJobs raystep created (label app.kubernetes.io/managed-by=raystep)
+in the namespace given by --namespace, $RAYSTEP_NAMESPACE, the profile or the
+kubeconfig, or in every namespace with -A.`,
+		Example: "  raystep ls -A\n  raystep ls -n ml-ads -o json",
+		Args:    cobra.NoArgs,
+		PreRun:  a.begin,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ls(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace")
+	f.StringVarP(&o.output, "output", "o", "", "output format: wide or json (default a table)")
+	return cmd
+}
+
+func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
+	if o.output != "" && o.output != "wide" && o.output != "json" {
+		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
+	}
+	if o.allNamespaces && o.namespace != "" {
+		return &usageError{errors.New("ls: -A and --namespace exclude each other")}
+	}
+	clients, _, err := a.kube(cmd.Context())
+	if err != nil {
+		return err
+	}
+	ns, err := a.inventoryNamespace(cmd, o.namespace, o.allNamespaces, clients.Namespace)
+	if err != nil {
+		return err
+	}
+	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
+	if err != nil {
+		return err
+	}
+	rows := make([]kuberay.Summary, len(jobs))
+	for i := range jobs {
+		rows[i] = kuberay.Summarize(&jobs[i])
+	}
+	if o.output == "json" {
+		return kuberay.WriteJSON(a.stdout, rows)
+	}
+	return kuberay.WriteTable(a.stdout, rows, kuberay.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
+}
+
+// inventoryNamespace picks the namespace ls and gc look in: the flag,
+// $RAYSTEP_NAMESPACE, the profile's, the kubeconfig's; "" for all.
+func (a *app) inventoryNamespace(cmd *cobra.Command, flag string, all bool, kubeconfig string) (string, error) {
+	if all {
+		return "", nil
+	}
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return "", err
+	}
+	return kuberay.ResolveNamespace(firstNonEmpty(flag, a.cfg.Namespace), profile.Spec.Namespace, kubeconfig), nil
+}
