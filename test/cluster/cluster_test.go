@@ -26,7 +26,7 @@ import (
 func TestRayJobOnFakeGPUPool(t *testing.T) {
 	head := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
 	start := time.Now()
-	c := New(t, Options{Nodes: gpuPool(), DashboardURL: head.DashboardURL()})
+	c := New(t, Options{Nodes: gpuPool(), DashboardURL: head.DashboardURL(), Audit: true})
 	t.Logf("environment ready in %s", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -50,6 +50,11 @@ func TestRayJobOnFakeGPUPool(t *testing.T) {
 			})
 		}
 	})
+
+	// Every case created one RayJob; the audit log saw each create.
+	if got := auditCount(t, c.AuditLogPath, "create", "rayjobs"); got != 4 {
+		t.Errorf("audit log: %d RayJob creates, want 4", got)
+	}
 
 	stopCtx, stopCancel := context.WithTimeout(t.Context(), time.Minute)
 	defer stopCancel()

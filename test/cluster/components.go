@@ -38,9 +38,11 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
 	kcm, err := c.startServing(ctx, "kube-controller-manager",
 		"--controllers=garbagecollector,nodelifecycle",
 		"--use-service-account-credentials=false",
-		// Mark a node whose kwok heartbeats stop as not ready within seconds.
+		// kwok's heartbeat stage renews node status every 20 to 45 s;
+		// the grace period must outlast that with room for a loaded machine,
+		// or nodes flap NotReady and the controller marks their pods unready.
 		"--node-monitor-period=1s",
-		"--node-monitor-grace-period=20s",
+		"--node-monitor-grace-period=2m",
 	)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -195,6 +196,33 @@ func leftovers(ctx context.Context, c *Cluster, job *rayv1.RayJob) string {
 		left = append(left, fmt.Sprintf("%d pods", len(pods.Items)))
 	}
 	return strings.Join(left, ", ")
+}
+
+// auditCount counts the audit events at ResponseComplete with the verb
+// and resource.
+func auditCount(t *testing.T, path, verb, resource string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read audit log: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			ObjectRef struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if ev.Stage == "ResponseComplete" && ev.Verb == verb && ev.ObjectRef.Resource == resource {
+			n++
+		}
+	}
+	return n
 }
 
 // waitFor polls cond until it holds, failing the test with cond's last
