@@ -7,7 +7,7 @@ VENV ?= .venv
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build venv demo test test-go test-python vet
+.PHONY: build venv demo sandbox k8s-bins test test-go test-python vet
 
 ## build: compile bin/raystep and the Pipes conformance program
 build:
@@ -30,12 +30,22 @@ $(VENV)/.installed: requirements.txt $(wildcard dagster_integration/pyproject.to
 demo: venv build
 	bin/raystep run -f examples/ads_ranking/train.yaml
 
+## k8s-bins: build the real Kubernetes test binaries (API server, controller
+## manager, scheduler, etcd, kwok) into a versioned cache, once per machine
+k8s-bins:
+	test/k8s/build.sh >/dev/null
+
+## sandbox: a local Kubernetes with fake GPU nodes, the KubeRay operator and a
+## Ray head, until Ctrl-C; prints a directory with a kubeconfig and an env file
+sandbox: venv k8s-bins
+	$(GO) run ./test/cluster/sandbox $(SANDBOX_ARGS)
+
 vet:
 	$(GO) vet ./...
 
-test-go: venv build
+test-go: venv build k8s-bins
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
 
 test-python: venv build
 	@if ls dagster_integration/tests/test_*.py >/dev/null 2>&1; then \
