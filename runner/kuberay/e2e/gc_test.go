@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay"
+)
+
+// TestGCOrphans crafts what SIGKILLed steps leave: a RayJob waiting past
+// its provision timeout and one running on time (both held away from the
+// operator with managedBy, so their status stays as written), and a real
+// killed step whose RayJob the operator failed at its provision deadline.
+// gc deletes the first and the last, with their RayClusters and pods, and
+// never the one running on time.
+func TestGCOrphans(t *testing.T) {
+	setup(t)
+	ns := namespace(t, "e2e-gc")
+	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	waiting := craft(t, admin, ns, "orphan-waiting", rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting,
+		StartTime: &metav1.Time{Time: now.Add(-time.Hour)}})
+	running := craft(t, admin, ns, "orphan-running", rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning,
+		StartTime: &metav1.Time{Time: now.Add(-time.Minute)}})
+
+	// A real step killed while provisioning, with a 1s provision deadline
+	// and a 1s TTL: the operator fails it, then deletes its RayCluster.
+	s := spec(t, "spec.timeouts.provision=1s", "spec.timeouts.ttlAfterFinished=1s")
+	st := step(s, runID(t))
+	killed := runner.StepID(st.Name, st.Dagster.RunID, st.Dagster.Key(), 0)
+	cl, err := backend(t, s, ns, nil, nil).Provision(t.Context(), runner.ClusterRequest{ID: killed, RunID: st.Dagster.RunID, Step: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Teardown(t.Context(), true)
+	waitStatus(t.Context(), ns, rayv1.JobDeploymentStatusFailed)
+	time.Sleep(1500 * time.Millisecond) // past the 1s TTL
+
+	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verdicts []kuberay.Verdict
+	for i := range jobs {
+		verdicts = append(verdicts, kuberay.Judge(&jobs[i], time.Now(), 0))
+	}
+	var deleted []string
+	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(v kuberay.Verdict, err error) {
+		t.Logf("gc: %s: %s (%v)", v.Job.Name, v.Reason, err)
+		deleted = append(deleted, v.Job.Name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(deleted)
+	want := []string{waiting, killed}
+	slices.Sort(want)
+	if !slices.Equal(deleted, want) {
+		t.Errorf("gc deleted %v, want %v (never %s)", deleted, want, running)
+	}
+	waitGone(t, admin, ns, want)
+	if _, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), running, metav1.GetOptions{}); err != nil {
+		t.Errorf("the RayJob running on time is gone: %v", err)
+	}
+	managedByOther(t, admin, ns, running)
+}
+
+// craft creates a raystep RayJob the operator leaves alone, with status st.
+func craft(t *testing.T, c *kuberay.Clients, ns, name string, st rayv1.RayJobStatus) string {
+	t.Helper()
+	job, err := kuberay.Build(spec(t), shared.profile, kuberay.Options{DagsterRunID: "crafted", StepKey: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Name, job.Namespace = name, ns
+	job.Spec.ManagedBy = ptr("kueue.x-k8s.io/multikueue")
+	got, err := c.Ray.RayV1().RayJobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Status = st
+	if _, err := c.Ray.RayV1().RayJobs(ns).UpdateStatus(t.Context(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// waitGone waits until the named RayJobs and every pod and RayCluster
+// they had are gone.
+func waitGone(t *testing.T, c *kuberay.Clients, ns string, names []string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		left := leftovers(t.Context(), ns)
+		remaining := false
+		for _, n := range names {
+			if _, err := c.Ray.RayV1().RayJobs(ns).Get(t.Context(), n, metav1.GetOptions{}); err == nil {
+				remaining = true
+			}
+		}
+		if !remaining && !strings.Contains(left, "RayCluster") && !strings.Contains(left, "Pod ") {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("still there after gc: %s", leftovers(t.Context(), ns))
+}
+
+// managedByOther removes the crafted RayJob the test kept.
+func managedByOther(t *testing.T, c *kuberay.Clients, ns, name string) {
+	if err := c.Ray.RayV1().RayJobs(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete %s: %v", name, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
