@@ -162,6 +162,9 @@ func (m *monitor) onJob(obj any, deleted bool) {
 	if deleted {
 		m.jobGone = true
 	} else {
+		if m.job == nil || m.job.Status.JobDeploymentStatus != job.Status.JobDeploymentStatus {
+			m.notify.info(fmt.Sprintf("RayJob %s/%s: %s", m.ns, m.name, deploymentStatus(job)))
+		}
 		m.job = job
 	}
 	if rc := job.Status.RayClusterName; rc != "" && m.podsFor == "" {
@@ -331,4 +334,20 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 		return perr, 0
 	}
 	return nil, again
+}
+
+// deploymentStatus names the RayJob's deployment status for people.
+func deploymentStatus(job *rayv1.RayJob) string {
+	st := job.Status
+	s := string(st.JobDeploymentStatus)
+	if s == "" {
+		s = "created, waiting for the KubeRay operator"
+	}
+	if st.Reason != "" {
+		s += " (" + string(st.Reason) + ")"
+	}
+	if st.JobDeploymentStatus == rayv1.JobDeploymentStatusWaiting {
+		s += ": cluster ready for the job"
+	}
+	return s
 }

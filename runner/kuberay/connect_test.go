@@ -1,0 +1,82 @@
+package kuberay
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const twoContexts = `apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: one
+  cluster: {server: "https://one.example:6443"}
+- name: two
+  cluster: {server: "https://two.example:6443"}
+users:
+- name: u
+  user: {token: secret}
+contexts:
+- name: a
+  context: {cluster: one, user: u}
+- name: b
+  context: {cluster: two, user: u, namespace: team-b}
+`
+
+func TestConnectFollowsKubeconfig(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(file, []byte(twoContexts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		context, host, namespace string
+	}{
+		{"", "https://one.example:6443", "default"},
+		{"b", "https://two.example:6443", "team-b"},
+	}
+	for _, tt := range tests {
+		c, err := Connect(ConnectOptions{Kubeconfig: file, Context: tt.context, UserAgent: "raystep/test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{c.Config.Host, c.Namespace, c.Config.UserAgent}
+		if diff := cmp.Diff([]string{tt.host, tt.namespace, "raystep/test"}, got); diff != "" {
+			t.Errorf("context %q: host, namespace, user agent (-want +got):\n%s", tt.context, diff)
+		}
+	}
+	if _, err := Connect(ConnectOptions{Kubeconfig: file, Context: "nope"}); err == nil {
+		t.Errorf("an unknown context connected")
+	}
+}
+
+func TestResolveNamespace(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ flag, spec, kube, want string }{
+		{"flag", "spec", "kube", "flag"},
+		{"", "spec", "kube", "spec"},
+		{"", "", "kube", "kube"},
+		{"", "", "", "default"},
+	}
+	for _, tt := range tests {
+		if got := ResolveNamespace(tt.flag, tt.spec, tt.kube); got != tt.want {
+			t.Errorf("ResolveNamespace(%q, %q, %q) = %q, want %q", tt.flag, tt.spec, tt.kube, got, tt.want)
+		}
+	}
+}
+
+func TestWarningsOnce(t *testing.T) {
+	t.Parallel()
+	var got []string
+	w := &warnOnce{warn: func(m string) { got = append(got, m) }, seen: map[string]bool{}}
+	for _, m := range []string{"spec.foo is deprecated", "spec.foo is deprecated", "other"} {
+		w.HandleWarningHeaderWithContext(t.Context(), 299, "-", m)
+	}
+	want := []string{"API server: spec.foo is deprecated", "API server: other"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
