@@ -66,6 +66,13 @@ type Cluster interface {
 	Teardown(ctx context.Context, keep bool) error
 }
 
+// Borrowed is implemented by a Cluster that the step uses but does not own
+// (an existing Ray cluster named by RAY_ADDRESS): its Teardown leaves it
+// running whatever the policy, and the step says so instead of "deleted".
+type Borrowed interface {
+	Borrowed() bool
+}
+
 // Dashboard tells how to reach a cluster's Ray dashboard.
 type Dashboard struct {
 	// URL is where raystep sends Jobs API requests, e.g. http://127.0.0.1:8265.

@@ -44,9 +44,15 @@ type fakeCluster struct {
 	setJobID  func(ctx context.Context, id string) error
 	failures  chan error
 	teardown  func(ctx context.Context, keep bool) error
+	borrowed  bool
 }
 
-var _ Cluster = (*fakeCluster)(nil)
+var (
+	_ Cluster  = (*fakeCluster)(nil)
+	_ Borrowed = (*fakeCluster)(nil)
+)
+
+func (c *fakeCluster) Borrowed() bool { return c.borrowed }
 
 func (c *fakeCluster) Name() string                    { return c.name }
 func (c *fakeCluster) Ready(ctx context.Context) error { return c.ready(ctx) }

@@ -16,12 +16,14 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 func TestRunStandalone(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		golden string
-		fail   bool
+		name     string
+		golden   string
+		fail     bool
+		borrowed bool
 	}{
-		{"succeeded", "standalone_succeeded.txt", false},
-		{"failed", "standalone_failed.txt", true},
+		{"succeeded", "standalone_succeeded.txt", false, false},
+		{"failed", "standalone_failed.txt", true, false},
+		{"existing cluster left running", "standalone_borrowed.txt", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,6 +35,7 @@ func TestRunStandalone(t *testing.T) {
 			h.runner.NewRunID = func() string { return "standalone-0123456789abcdef" }
 			h.backend.name = "local"
 			h.cluster.name = "127.0.0.1:6379"
+			h.cluster.borrowed = tt.borrowed
 			h.step.Dagster = Dagster{}
 			h.step.GPUType, h.step.GPUCount, h.step.Shape = "", 0, ""
 			h.lines = []string{"loading data", pipesOpened, pipesLog,

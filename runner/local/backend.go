@@ -168,3 +168,8 @@ func (c *existingCluster) Failures() <-chan error { return nil }
 
 // Teardown leaves the cluster running: it is not raystep's.
 func (c *existingCluster) Teardown(context.Context, bool) error { return nil }
+
+// Borrowed reports that the step does not own an existing cluster.
+func (c *existingCluster) Borrowed() bool { return true }
+
+var _ runner.Borrowed = (*existingCluster)(nil)
