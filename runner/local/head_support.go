@@ -40,7 +40,10 @@ func killStragglers(dir string) {
 // executable's directory first on PATH so entrypoints such as
 // `python train.py` run with the interpreter Ray was installed into.
 func headEnv(rayBin string, extra []string) []string {
-	binDir := filepath.Dir(rayBin)
+	// The directory of ray's own interpreter goes first on PATH, so that an
+	// entrypoint's "python" is the one Ray runs on, also when ray is a
+	// symlink or a copy outside its virtualenv.
+	binDir := filepath.Dir(interpreter(rayBin))
 	env := make([]string, 0, len(os.Environ())+len(extra)+2)
 	path := binDir
 	for _, kv := range os.Environ() {
