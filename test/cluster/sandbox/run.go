@@ -13,11 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/schemas"
 	"github.com/raystep/raystep/test/cluster"
 )
 
@@ -25,6 +25,7 @@ import (
 type options struct {
 	dir        string
 	nodesFile  string
+	profile    string
 	assets     string
 	rayBin     string
 	namespaces string
@@ -36,7 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, env file and logs, kept on exit (default: a new temporary directory, removed on exit)")
-	fs.StringVar(&o.nodesFile, "nodes", "", "YAML list of nodes {name, labels, taints, capacity} (default: one 8-GPU A100 node and one CPU node)")
+	fs.StringVar(&o.profile, "profile", os.Getenv("RAYSTEP_PROFILE"), "platform profile whose GPU pools become fake nodes, one per GPU type plus a CPU node (default: $RAYSTEP_PROFILE, else the built-in profile)")
+	fs.StringVar(&o.nodesFile, "nodes", "", "YAML list of nodes {name, labels, taints, capacity}, instead of the profile's pools")
 	fs.StringVar(&o.assets, "assets", "", "directory printed by test/k8s/build.sh (default: run it)")
 	fs.StringVar(&o.rayBin, "ray", "", "ray executable (default: .venv/bin/ray above the working directory, else PATH)")
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
@@ -54,7 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // sandbox starts everything, prints where it is, waits for ctx to end and
 // stops everything on every path.
 func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
-	nodes, err := loadNodes(o.nodesFile)
+	profile, err := loadProfile(o.profile)
+	if err != nil {
+		return err
+	}
+	nodes, err := loadNodes(o.nodesFile, profile)
 	if err != nil {
 		return err
 	}
@@ -99,10 +105,10 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 		err = errors.Join(err, c.Stop(tctx))
 	}()
 
-	if err := createNamespaces(ctx, c, o.namespaces); err != nil {
+	if err := createNamespaces(ctx, c, profile.Spec.Namespace+","+o.namespaces); err != nil {
 		return err
 	}
-	envFile, err := writeFiles(o.dir, c, head.DashboardURL())
+	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), o.profile)
 	if err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func teardown(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // writeFiles writes dir/kubeconfig and dir/env and returns the env file.
-func writeFiles(dir string, c *cluster.Cluster, dashboardURL string) (string, error) {
+func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile string) (string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, c.KubeConfig, 0o600); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
@@ -130,6 +136,13 @@ func writeFiles(dir string, c *cluster.Cluster, dashboardURL string) (string, er
 		"export KUBECONFIG=" + quote(kubeconfig),
 		"export RAYSTEP_BACKEND=kuberay",
 		"export RAYSTEP_DASHBOARD_URL=" + quote(dashboardURL),
+	}
+	if profile != "" {
+		abs, err := filepath.Abs(profile)
+		if err != nil {
+			return "", fmt.Errorf("profile path: %w", err)
+		}
+		lines = append(lines, "export RAYSTEP_PROFILE="+quote(abs))
 	}
 	if err := os.WriteFile(env, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("write env file: %w", err)
@@ -152,10 +165,18 @@ func createNamespaces(ctx context.Context, c *cluster.Cluster, list string) erro
 	return nil
 }
 
-// loadNodes reads the node list, or returns the default pools.
-func loadNodes(path string) ([]cluster.NodeSpec, error) {
+// loadProfile reads the platform profile, or the built-in one.
+func loadProfile(path string) (*schemas.Profile, error) {
 	if path == "" {
-		return defaultNodes(), nil
+		return schemas.DefaultProfile()
+	}
+	return schemas.LoadProfile(path)
+}
+
+// loadNodes reads the node list, or derives it from the profile's pools.
+func loadNodes(path string, profile *schemas.Profile) ([]cluster.NodeSpec, error) {
+	if path == "" {
+		return cluster.ProfileNodes(profile), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -166,20 +187,4 @@ func loadNodes(path string) ([]cluster.NodeSpec, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return nodes, nil
-}
-
-func defaultNodes() []cluster.NodeSpec {
-	q := resource.MustParse
-	return []cluster.NodeSpec{
-		{
-			Name:     "gpu-a100-80gb-0",
-			Labels:   map[string]string{"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
-			Taints:   []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}},
-			Capacity: corev1.ResourceList{"cpu": q("96"), "memory": q("1360Gi"), "pods": q("110"), "nvidia.com/gpu": q("8")},
-		},
-		{
-			Name:     "cpu-0",
-			Capacity: corev1.ResourceList{"cpu": q("32"), "memory": q("128Gi"), "pods": q("110")},
-		},
-	}
 }
