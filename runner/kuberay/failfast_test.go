@@ -10,8 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -258,4 +260,46 @@ func TestTeardownKeep(t *testing.T) {
 	if !f.noted("kept") {
 		t.Errorf("no note about the kept RayJob in %q", f.notes)
 	}
+}
+
+// TestForbiddenWatches: a refused RayJob watch fails Ready at once; a
+// refused pod watch is a warning (fail-fast on pods is off) and Ready
+// still follows the RayJob.
+func TestForbiddenWatches(t *testing.T) {
+	t.Parallel()
+	forbid := func(resource string) k8stesting.ReactionFunc {
+		return func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("RBAC: access denied"))
+		}
+	}
+	t.Run("rayjobs", func(t *testing.T) {
+		t.Parallel()
+		f := newFakes(t)
+		f.ray.PrependReactor("list", "rayjobs", forbid("rayjobs"))
+		cl, err := f.b.Provision(t.Context(), request(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cl.(*Cluster)
+		defer c.mon.stop()
+		if err := c.Ready(t.Context()); !apierrors.IsForbidden(err) {
+			t.Fatalf("Ready = %v, want Forbidden", err)
+		}
+	})
+	t.Run("pods", func(t *testing.T) {
+		t.Parallel()
+		f := newFakes(t)
+		f.kube.PrependReactor("list", "pods", forbid("pods"))
+		c := f.provision(t, request(0))
+		f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		for !f.noted("cannot watch Pod") && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+		if err := c.Ready(ctx); err != nil {
+			t.Fatalf("Ready: %v (notes %q)", err, f.notes)
+		}
+	})
 }

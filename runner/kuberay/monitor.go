@@ -12,6 +12,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -55,8 +56,9 @@ type monitor struct {
 	jobSync  bool   // the RayJob watch has listed once
 	changed  chan struct{}
 	warned   map[string]bool
-	isReady  bool // Ready succeeded: problems on workers are warnings now
-	leaving  bool // Teardown started: a deleted RayJob is expected
+	isReady  bool  // Ready succeeded: problems on workers are warnings now
+	denied   error // the RayJob watch was refused
+	leaving  bool  // Teardown started: a deleted RayJob is expected
 }
 
 func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name string, now func() time.Time, grace time.Duration, notify Notify) *monitor {
@@ -111,9 +113,15 @@ func (m *monitor) clusterName() string {
 }
 
 // run runs an informer until the monitor stops. onSync, if set, is called
-// once the informer has listed.
+// once the informer has listed. A watch the API server forbids is fatal
+// for the RayJob (nothing could be followed) and a warning for the rest
+// (failing fast or surfacing events is off).
 func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on func(obj any, deleted bool), onSync func()) {
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, cache.SharedIndexInformerOptions{})
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		m.watchFailed(obj, err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { on(o, false) },
 		UpdateFunc: func(_, o any) { on(o, false) },
@@ -138,6 +146,23 @@ func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on fu
 			}
 		}()
 	}
+}
+
+// watchFailed records a watch of obj's kind the API server refuses.
+func (m *monitor) watchFailed(obj runtime.Object, err error) {
+	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		return
+	}
+	if _, ok := obj.(*rayv1.RayJob); ok {
+		m.set(func() {
+			if m.denied == nil {
+				m.denied = fmt.Errorf("watch RayJob %s/%s: %w", m.ns, m.name, err)
+			}
+		})
+		return
+	}
+	kind := fmt.Sprintf("%T", obj)
+	m.warnOnce(fmt.Sprintf("cannot watch %s in %s (%v): raystep will not see them", strings.TrimPrefix(kind, "*v1."), m.ns, err), "denied/"+kind)
 }
 
 // stop ends every watch and waits for them.
@@ -249,6 +274,7 @@ type view struct {
 	jobSync  bool
 	ready    bool
 	leaving  bool
+	denied   error
 }
 
 // await calls check with the latest view after every change until it
@@ -257,7 +283,7 @@ type view struct {
 func (m *monitor) await(ctx context.Context, check func(v view) (done bool, err error, again time.Duration)) error {
 	for {
 		m.mu.Lock()
-		v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving}
+		v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied}
 		for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 			v.pods = append(v.pods, m.pods[k])
 		}
@@ -307,6 +333,9 @@ func (m *monitor) set(f func()) {
 func (m *monitor) problem(v view) (error, time.Duration) {
 	if v.leaving {
 		return nil, 0
+	}
+	if v.denied != nil {
+		return v.denied, 0
 	}
 	if v.jobGone {
 		return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Deleted",
