@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -29,8 +30,9 @@ type fakes struct {
 	ray  *rayfake.Clientset
 	b    *Backend
 
-	mu    sync.Mutex
-	notes []string
+	mu       sync.Mutex
+	notes    []string
+	watching map[string]bool // resources with a watch open
 }
 
 func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
@@ -46,7 +48,41 @@ func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
 			defer f.mu.Unlock()
 			f.notes = append(f.notes, level+" "+msg)
 		}}
+	f.watching = map[string]bool{}
+	f.kube.PrependWatchReactor("*", f.recordWatch(f.kube.Tracker()))
+	f.ray.PrependWatchReactor("*", f.recordWatch(f.ray.Tracker()))
 	return f
+}
+
+// recordWatch opens watches on the tracker itself and records them: the
+// fake tracker does not replay from a resourceVersion, so a test changes
+// objects only once the informers' watches are open.
+func (f *fakes) recordWatch(tracker k8stesting.ObjectTracker) k8stesting.WatchReactionFunc {
+	return func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := tracker.Watch(a.GetResource(), a.GetNamespace())
+		f.mu.Lock()
+		f.watching[a.GetResource().Resource] = err == nil
+		f.mu.Unlock()
+		return true, w, err
+	}
+}
+
+// awaitWatch waits until a watch on resource is open.
+func (f *fakes) awaitWatch(t *testing.T, resource string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		ok := f.watching[resource]
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watch on %s", resource)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // request is a step attempt of the train example.
@@ -69,6 +105,7 @@ func (f *fakes) provision(t *testing.T, req runner.ClusterRequest) *Cluster {
 	c := cl.(*Cluster)
 	t.Cleanup(c.mon.stop)
 	await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
+	f.awaitWatch(t, "rayjobs")
 	return c
 }
 
@@ -102,6 +139,7 @@ func (f *fakes) initializing(t *testing.T, c *Cluster) {
 	t.Helper()
 	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
 	await(t, c, "pod watch synced", func(v view) bool { return v.podsSync })
+	f.awaitWatch(t, "pods")
 }
 
 func (f *fakes) addPod(t *testing.T, c *Cluster, name, nodeType string, st corev1.PodStatus) {

@@ -299,7 +299,7 @@ func TestForbiddenWatches(t *testing.T) {
 		}
 		f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
 		if err := c.Ready(ctx); err != nil {
-			t.Fatalf("Ready: %v (notes %q)", err, f.notes)
+			t.Fatalf("Ready: %v", err)
 		}
 	})
 }
