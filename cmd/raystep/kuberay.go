@@ -9,7 +9,6 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
@@ -92,7 +91,7 @@ func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn 
 				warn(msg)
 				return
 			}
-			log.Info(msg, zap.String("namespace", ns))
+			log.Info(msg)
 		},
 	}, nil
 }
