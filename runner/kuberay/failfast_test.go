@@ -303,3 +303,38 @@ func TestForbiddenWatches(t *testing.T) {
 		}
 	})
 }
+
+// TestFatalKubeRayEvent: KubeRay's warning that the head's service account
+// is missing ends Ready at once; an old one (a previous attempt's) does not.
+func TestFatalKubeRayEvent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		age   time.Duration
+		fatal bool
+	}{{"fresh", 0, true}, {"stale", time.Hour, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes(t)
+			c := f.provision(t, request(0))
+			f.awaitWatch(t, "events")
+			ev := &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: c.name + "-abcde.1", Namespace: testNS},
+				InvolvedObject: corev1.ObjectReference{Kind: "RayCluster", Name: c.name + "-abcde", Namespace: testNS},
+				Type:           corev1.EventTypeWarning, Reason: "AutoscalerServiceAccountNotFound",
+				Message:       "ServiceAccount raystep-job is not found. Please create one.",
+				LastTimestamp: metav1.NewTime(time.Now().Add(-tt.age)),
+			}
+			if _, err := f.kube.CoreV1().Events(testNS).Create(t.Context(), ev, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			err := c.Ready(ctx)
+			var ce *ClusterError
+			if got := errors.As(err, &ce) && ce.Reason == "AutoscalerServiceAccountNotFound"; got != tt.fatal {
+				t.Errorf("Ready = %v, want fatal %v", err, tt.fatal)
+			}
+		})
+	}
+}

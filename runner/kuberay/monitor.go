@@ -58,14 +58,16 @@ type monitor struct {
 	warned   map[string]bool
 	isReady  bool  // Ready succeeded: problems on workers are warnings now
 	denied   error // the RayJob watch was refused
-	leaving  bool  // Teardown started: a deleted RayJob is expected
+	fatal    error // a KubeRay warning that provisioning cannot succeed
+	started  time.Time
+	leaving  bool // Teardown started: a deleted RayJob is expected
 }
 
 func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name string, now func() time.Time, grace time.Duration, notify Notify) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &monitor{
 		kube: kube, ray: ray, ns: ns, name: name, now: now, grace: grace, notify: notify,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, started: now(),
 		pods: map[string]*corev1.Pod{}, changed: make(chan struct{}), warned: map[string]bool{},
 	}
 }
@@ -245,6 +247,11 @@ func (m *monitor) onEvent(obj any, deleted bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if fatalEvent(ev.Reason) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
+		m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ev.Reason,
+			Message: ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name + ": " + ev.Message}
+		m.broadcast()
+	}
 	key := ev.InvolvedObject.Kind + "/" + ev.Reason + "/" + ev.Message
 	m.warnLocked(fmt.Sprintf("%s %s: %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, oneLine(ev.Message, 400)), key)
 }
@@ -275,6 +282,7 @@ type view struct {
 	ready    bool
 	leaving  bool
 	denied   error
+	fatal    error
 }
 
 // await calls check with the latest view after every change until it
@@ -283,7 +291,7 @@ type view struct {
 func (m *monitor) await(ctx context.Context, check func(v view) (done bool, err error, again time.Duration)) error {
 	for {
 		m.mu.Lock()
-		v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied}
+		v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, fatal: m.fatal}
 		for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 			v.pods = append(v.pods, m.pods[k])
 		}
@@ -337,6 +345,9 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 	if v.denied != nil {
 		return v.denied, 0
 	}
+	if v.fatal != nil && !v.ready {
+		return v.fatal, 0
+	}
 	if v.jobGone {
 		return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Deleted",
 			Message: "the RayJob was deleted by someone other than this step"}, 0
@@ -379,4 +390,32 @@ func deploymentStatus(job *rayv1.RayJob) string {
 		s += ": cluster ready for the job"
 	}
 	return s
+}
+
+// fatalEvent reports whether a KubeRay warning means the RayCluster will
+// not come up until someone changes something: failing at once beats
+// waiting for timeouts.provision. (A warning that may clear by itself,
+// such as a quota that frees up, only shows as a warning.)
+func fatalEvent(reason string) bool {
+	switch reason {
+	case "AutoscalerServiceAccountNotFound", "InvalidRayClusterSpec", "InvalidRayClusterMetadata",
+		"InvalidRayJobSpec", "InvalidRayJobMetadata":
+		return true
+	}
+	return false
+}
+
+// eventSkew tolerates clock differences between raystep and the API
+// server when telling a fresh event from one a previous attempt saw.
+const eventSkew = 30 * time.Second
+
+// eventTime is when an event last happened.
+func eventTime(ev *corev1.Event) time.Time {
+	switch {
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	}
+	return ev.CreationTimestamp.Time
 }

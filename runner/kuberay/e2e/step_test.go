@@ -83,6 +83,11 @@ func TestProvisionFailsFast(t *testing.T) {
 			}},
 		{name: "worker Unschedulable", ns: "e2e-unschedulable", set: []string{"spec.cluster.workers.0.gpuType=l4"},
 			reason: "Unschedulable", message: "didn't match Pod's node affinity/selector"},
+		// Autoscaling needs the head's service account (the profile's
+		// raystep-job), which this namespace does not have.
+		{name: "autoscaler without service account", ns: "e2e-nosa",
+			set:    []string{"spec.cluster.workers.0.minReplicas=0", "spec.cluster.workers.0.maxReplicas=2"},
+			reason: "AutoscalerServiceAccountNotFound", message: "ServiceAccount raystep-job is not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
