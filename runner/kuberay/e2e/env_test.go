@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
@@ -161,7 +162,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // newRunner returns a runner over b with progress in the test log.
 func newRunner(t *testing.T, b runner.Backend) *runner.Runner {
-	return &runner.Runner{Backend: b, Connect: connectRay, Stdout: logWriter{t}, Progress: logWriter{t},
+	return &runner.Runner{Backend: b, Connect: adapters.Connect, Stdout: logWriter{t}, Progress: logWriter{t},
 		TeardownTimeout: 2 * time.Minute, PollInterval: 200 * time.Millisecond}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/test/cluster"
 )
@@ -179,7 +180,7 @@ func TestReattachAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := connectRay(t.Context(), d)
+	jobs, err := adapters.Connect(t.Context(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
