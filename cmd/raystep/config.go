@@ -34,6 +34,8 @@ type config struct {
 	NoColor string `env:"NO_COLOR"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"RAYSTEP_LOG_LEVEL, default=info"`
+	// Kube is what the KubeRay backend, ls and gc read besides the above.
+	Kube kubeConfig
 }
 
 // loadConfig reads config through lookup, which tests replace with

@@ -7,7 +7,9 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/raystep/raystep/runner"
@@ -59,6 +61,46 @@ func TestLoadConfig(t *testing.T) {
 	}
 	if c.Profile != "p.yaml" || c.Backend != "kuberay" || c.RayBin != "" || c.LogLevel != "info" {
 		t.Errorf("config = %+v", c)
+	}
+}
+
+func TestLoadConfigKube(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    kubeConfig
+		wantErr bool
+	}{
+		{"defaults", nil, kubeConfig{InCluster: true}, false},
+		{"every setting", map[string]string{
+			"RAYSTEP_KUBE_CONTEXT": "prod", "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+			"RAYSTEP_DASHBOARD_IN_CLUSTER": "false", "RAYSTEP_DASHBOARD_CA_FILE": "/etc/ca.pem",
+			"RAYSTEP_DASHBOARD_HEADERS": "X-Team:ads,X-Env:prod", "RAYSTEP_UNSCHEDULABLE_GRACE": "90s",
+		}, kubeConfig{
+			Context: "prod", ServiceHost: "10.0.0.1", InCluster: false, DashboardCAFile: "/etc/ca.pem",
+			DashboardHeaders: map[string]string{"X-Team": "ads", "X-Env": "prod"}, UnschedulableGrace: 90 * time.Second,
+		}, false},
+		{"bad duration is a usage error", map[string]string{"RAYSTEP_UNSCHEDULABLE_GRACE": "soon"}, kubeConfig{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := loadConfig(context.Background(), envconfig.MapLookuper(tt.env))
+			if tt.wantErr {
+				var usage *usageError
+				if !errors.As(err, &usage) {
+					t.Fatalf("loadConfig error = %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, c.Kube); diff != "" {
+				t.Errorf("kube config (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

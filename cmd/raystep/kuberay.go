@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/runner"
@@ -15,9 +13,9 @@ import (
 	"github.com/raystep/raystep/schemas"
 )
 
-// kubeConfig is what the KubeRay backend, ls and gc read from the
-// environment besides config: how to reach the API server and the
-// dashboards of the clusters raystep creates.
+// kubeConfig is the part of config that the KubeRay backend, ls and gc
+// read: how to reach the API server and the dashboards of the clusters
+// raystep creates.
 type kubeConfig struct {
 	// Context is the kubeconfig context; --context overrides it.
 	Context string `env:"RAYSTEP_KUBE_CONTEXT"`
@@ -28,7 +26,7 @@ type kubeConfig struct {
 	InCluster bool `env:"RAYSTEP_DASHBOARD_IN_CLUSTER, default=true"`
 	// DashboardCAFile verifies the dashboard's TLS certificate.
 	DashboardCAFile string `env:"RAYSTEP_DASHBOARD_CA_FILE"`
-	// DashboardHeaders are "Name=value" pairs separated by commas, sent
+	// DashboardHeaders are "Name:value" pairs separated by commas, sent
 	// with every dashboard request (e.g. for an authenticating proxy).
 	DashboardHeaders map[string]string `env:"RAYSTEP_DASHBOARD_HEADERS"`
 	// UnschedulableGrace lets pods stay Unschedulable that long (a cluster
@@ -48,10 +46,7 @@ func (a *app) addKubeFlags(root *cobra.Command) {
 
 // kube connects to the cluster the flags and environment name.
 func (a *app) kube(ctx context.Context) (*kuberay.Clients, *kubeConfig, error) {
-	var kc kubeConfig
-	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &kc, Lookuper: a.lookup}); err != nil {
-		return nil, nil, &usageError{fmt.Errorf("read kubernetes settings from the environment: %w", err)}
-	}
+	kc := a.cfg.Kube
 	if a.kubeFlags.context != "" {
 		kc.Context = a.kubeFlags.context
 	}
