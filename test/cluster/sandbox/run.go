@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/raystep/raystep/runner/local"
@@ -29,8 +33,14 @@ type options struct {
 	assets     string
 	rayBin     string
 	namespaces string
+	rbac       string
+	rbacSet    bool // -rbac was given: the file must exist
 	fast       bool
 }
+
+// defaultRBAC is the manifest -rbac applies unless told otherwise, looked up
+// from the working directory upwards.
+const defaultRBAC = "examples/k8s/rbac.yaml"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
@@ -42,10 +52,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.assets, "assets", "", "directory printed by test/k8s/build.sh (default: run it)")
 	fs.StringVar(&o.rayBin, "ray", "", "ray executable (default: .venv/bin/ray above the working directory, else PATH)")
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
+	fs.StringVar(&o.rbac, "rbac", defaultRBAC, "manifest of ServiceAccounts, Roles and RoleBindings applied into the profile's namespace, so Ray pods' service account exists (default: "+defaultRBAC+" above the working directory, skipped when absent; empty disables)")
 	fs.BoolVar(&o.fast, "fast", false, "pods start without kwok's realistic delays")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fs.Visit(func(f *flag.Flag) { o.rbacSet = o.rbacSet || f.Name == "rbac" })
 	if err := sandbox(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "sandbox: %v\n", err)
 		return 3
@@ -106,6 +118,9 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	}()
 
 	if err := createNamespaces(ctx, c, profile.Spec.Namespace+","+o.namespaces); err != nil {
+		return err
+	}
+	if err := applyRBAC(ctx, c, o, profile.Spec.Namespace, stderr); err != nil {
 		return err
 	}
 	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), o.profile)
@@ -187,4 +202,97 @@ func loadNodes(path string, profile *schemas.Profile) ([]cluster.NodeSpec, error
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return nodes, nil
+}
+
+// applyRBAC creates the -rbac manifest's objects in namespace, pointing
+// RoleBinding subjects at it too. Without the Ray pods' ServiceAccount
+// KubeRay refuses to start an autoscaling cluster.
+func applyRBAC(ctx context.Context, c *cluster.Cluster, o options, namespace string, stderr io.Writer) error {
+	path, err := rbacFile(o)
+	if path == "" || err != nil {
+		if err == nil && o.rbac != "" {
+			fmt.Fprintf(stderr, "sandbox: no %s above the working directory: Ray pods' service account is not created\n", o.rbac)
+		}
+		return err
+	}
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read rbac manifest: %w", err)
+	}
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) == 0 { // a comment-only document
+			continue
+		}
+		if err := inNamespace(obj, namespace); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s %s/%s from %s: %w", obj.GetKind(), namespace, obj.GetName(), path, err)
+		}
+	}
+	fmt.Fprintf(stderr, "sandbox: applied %s in namespace %s\n", path, namespace)
+	return nil
+}
+
+// inNamespace moves obj, and a RoleBinding's ServiceAccount subjects, into
+// namespace.
+func inNamespace(obj *unstructured.Unstructured, namespace string) error {
+	obj.SetNamespace(namespace)
+	if obj.GetKind() != "RoleBinding" {
+		return nil
+	}
+	subjects, _, err := unstructured.NestedSlice(obj.Object, "subjects")
+	if err != nil {
+		return fmt.Errorf("rolebinding %s: %w", obj.GetName(), err)
+	}
+	for _, s := range subjects {
+		if m, ok := s.(map[string]any); ok && m["kind"] == "ServiceAccount" {
+			m["namespace"] = namespace
+		}
+	}
+	return unstructured.SetNestedSlice(obj.Object, subjects, "subjects")
+}
+
+// rbacFile resolves -rbac: "" when disabled, or when the default manifest is
+// not found from the working directory upwards; a given file must exist.
+func rbacFile(o options) (string, error) {
+	if o.rbac == "" {
+		return "", nil
+	}
+	if o.rbacSet || filepath.IsAbs(o.rbac) {
+		if _, err := os.Stat(o.rbac); err != nil {
+			return "", fmt.Errorf("rbac manifest: %w", err)
+		}
+		return o.rbac, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", nil
+	}
+	for {
+		cand := filepath.Join(dir, o.rbac)
+		if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
+			return cand, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", nil
+		}
+		dir = parent
+	}
 }
