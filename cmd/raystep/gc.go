@@ -45,15 +45,7 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.olderThan < 0 {
 		return &usageError{fmt.Errorf("gc: --older-than %s: must not be negative", o.olderThan)}
 	}
-	clients, _, err := a.kube(cmd.Context())
-	if err != nil {
-		return err
-	}
-	ns, err := a.inventoryNamespace(cmd, o.namespace, o.allNamespaces, clients.Namespace)
-	if err != nil {
-		return err
-	}
-	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
+	clients, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/runner/kuberay"
@@ -42,18 +42,7 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if o.output != "" && o.output != "wide" && o.output != "json" {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
-	if o.allNamespaces && o.namespace != "" {
-		return &usageError{errors.New("ls: -A and --namespace exclude each other")}
-	}
-	clients, _, err := a.kube(cmd.Context())
-	if err != nil {
-		return err
-	}
-	ns, err := a.inventoryNamespace(cmd, o.namespace, o.allNamespaces, clients.Namespace)
-	if err != nil {
-		return err
-	}
-	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
+	_, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
@@ -67,15 +56,25 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	return kuberay.WriteTable(a.stdout, rows, kuberay.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
 }
 
-// inventoryNamespace picks the namespace ls and gc look in: the flag,
-// $RAYSTEP_NAMESPACE, the profile's, the kubeconfig's; "" for all.
-func (a *app) inventoryNamespace(cmd *cobra.Command, flag string, all bool, kubeconfig string) (string, error) {
-	if all {
-		return "", nil
+// rayJobs connects and lists raystep's RayJobs for ls and gc: in every
+// namespace with all, else in the flag's, $RAYSTEP_NAMESPACE, the
+// profile's or the kubeconfig's namespace, in that order.
+func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay.Clients, []rayv1.RayJob, error) {
+	if all && flag != "" {
+		return nil, nil, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
 	}
-	profile, err := a.profile(cmd)
+	clients, _, err := a.kube(cmd.Context())
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	return kuberay.ResolveNamespace(firstNonEmpty(flag, a.cfg.Namespace), profile.Spec.Namespace, kubeconfig), nil
+	ns := ""
+	if !all {
+		profile, err := a.profile(cmd)
+		if err != nil {
+			return nil, nil, err
+		}
+		ns = kuberay.ResolveNamespace(firstNonEmpty(flag, a.cfg.Namespace), profile.Spec.Namespace, clients.Namespace)
+	}
+	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
+	return clients, jobs, err
 }

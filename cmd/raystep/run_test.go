@@ -79,6 +79,11 @@ func TestCommands(t *testing.T) {
 		{name: "bad output", args: []string{"render", "-f", train, "-o", "toml"}, wantCode: 2, wantErrHas: `want yaml or json`},
 		{name: "bad log level", env: map[string]string{"RAYSTEP_LOG_LEVEL": "x"}, args: []string{"version"}, wantCode: 2, wantErrHas: `RAYSTEP_LOG_LEVEL="x"`},
 		{name: "version", args: []string{"version"}, wantOut: "raystep dev"},
+		{name: "ls bad output", args: []string{"ls", "-o", "yaml"}, wantCode: 2, wantErrHas: `-o "yaml": want wide or json`},
+		{name: "ls -A with a namespace", args: []string{"ls", "-A", "-n", "ml-ads"}, wantCode: 2, wantErrHas: "ls: -A and --namespace exclude each other"},
+		{name: "gc -A with a namespace", args: []string{"gc", "-A", "-n", "ml-ads"}, wantCode: 2, wantErrHas: "gc: -A and --namespace exclude each other"},
+		{name: "gc negative age", args: []string{"gc", "--older-than", "-1h"}, wantCode: 2, wantErrHas: "must not be negative"},
+		{name: "ls without a cluster", args: []string{"ls", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 3, wantErrHas: "/nonexistent/kubeconfig"},
 		{name: "schema arg", args: []string{"schema", "other"}, wantCode: 2, wantErrHas: `invalid argument "other"`},
 	}
 	for _, tt := range tests {
