@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -44,8 +43,9 @@ func (a *app) addKubeFlags(root *cobra.Command) {
 	f.StringVar(&a.kubeFlags.context, "context", "", "kubeconfig context (default $RAYSTEP_KUBE_CONTEXT, else the current one)")
 }
 
-// kube connects to the cluster the flags and environment name.
-func (a *app) kube(ctx context.Context) (*kuberay.Clients, *kubeConfig, error) {
+// kube builds the clients of the cluster the flags and environment name;
+// nothing is sent to the API server yet.
+func (a *app) kube() (*kuberay.Clients, *kubeConfig, error) {
 	kc := a.cfg.Kube
 	if a.kubeFlags.context != "" {
 		kc.Context = a.kubeFlags.context
@@ -63,7 +63,7 @@ func (a *app) kube(ctx context.Context) (*kuberay.Clients, *kubeConfig, error) {
 // kuberayBackend builds the KubeRay backend for one spec. warn tells the
 // user (in Dagster, as a Pipes warning) about what the cluster reports.
 func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn func(string)) (runner.Backend, error) {
-	clients, kc, err := a.kube(context.Background())
+	clients, kc, err := a.kube()
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay
 	if all && flag != "" {
 		return nil, nil, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
 	}
-	clients, _, err := a.kube(cmd.Context())
+	clients, _, err := a.kube()
 	if err != nil {
 		return nil, nil, err
 	}
