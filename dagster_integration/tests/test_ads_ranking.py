@@ -30,16 +30,19 @@ def raystep(
     return RaystepResource(
         binary=str(raystep_bin),
         backend="local",
-        overrides={
-            "spec.runtimeEnv.env_vars.ADS_MODEL_DIR": str(tmp_path / "model"),
-            "spec.runtimeEnv.env_vars.ADS_PREDICTIONS_DIR": str(
-                tmp_path / "predictions"
-            ),
-            "spec.timeouts.provision": "3m",
-            "spec.timeouts.run": "5m",
-        },
+        overrides=example_overrides(tmp_path),
         env={"PATH": ray_path},
     )
+
+
+def example_overrides(tmp_path: Path) -> dict[str, str]:
+    """Spec overrides that keep the example's outputs in tmp_path and bound its timeouts."""
+    return {
+        "spec.runtimeEnv.env_vars.ADS_MODEL_DIR": str(tmp_path / "model"),
+        "spec.runtimeEnv.env_vars.ADS_PREDICTIONS_DIR": str(tmp_path / "predictions"),
+        "spec.timeouts.provision": "3m",
+        "spec.timeouts.run": "5m",
+    }
 
 
 def _float(metadata: dict, key: str) -> float:

@@ -33,6 +33,7 @@ from test_ads_ranking import (
     _float,
     _int,
     _text,
+    example_overrides,
 )
 
 # Cold, the sandbox may first build the Kubernetes binaries (test/k8s/build.sh): minutes on 2 cores.
@@ -157,14 +158,7 @@ def raystep(
     return RaystepResource(
         binary=str(raystep_bin),
         backend="kuberay",
-        overrides={
-            "spec.runtimeEnv.env_vars.ADS_MODEL_DIR": str(tmp_path / "model"),
-            "spec.runtimeEnv.env_vars.ADS_PREDICTIONS_DIR": str(
-                tmp_path / "predictions"
-            ),
-            "spec.timeouts.provision": "3m",
-            "spec.timeouts.run": "5m",
-        },
+        overrides=example_overrides(tmp_path),
         env=sandbox,
     )
 
