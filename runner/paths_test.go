@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -341,5 +342,48 @@ func TestRunJobIgnoresStop(t *testing.T) {
 	calls := h.calls.list()
 	if calls[len(calls)-1] != "teardown keep=false" {
 		t.Errorf("calls %v, want the cluster torn down after all", calls)
+	}
+}
+
+// TestRunStopsAJobWhoseSubmitWasLost covers a SIGTERM while the submit is
+// in flight: Ray takes the job all the same, first does not know it yet,
+// then knows it but has no supervisor to stop, then stops it.
+func TestRunStopsAJobWhoseSubmitWasLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var mu sync.Mutex
+	stops, stoppedAt := 0, 0
+	h.jobs.submit = func(ctx context.Context, req JobRequest) (string, error) {
+		h.cancel(&testSignal{name: "terminated"})
+		return "", blockUntilDone(ctx)
+	}
+	h.jobs.stop = func(ctx context.Context, id string) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		stops++
+		switch {
+		case stops <= 3:
+			return false, fmt.Errorf("stop %s: %w", id, ErrNotFound)
+		case stops == 4:
+			return false, nil // registered, supervisor not started yet
+		default:
+			stoppedAt = stops
+			return true, nil
+		}
+	}
+	h.jobs.get = func(ctx context.Context, id string) (JobInfo, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stoppedAt > 0 {
+			return JobInfo{Status: StatusStopped}, nil
+		}
+		return JobInfo{Status: StatusPending}, nil
+	}
+	res, err := h.run()
+	if !errors.Is(err, ErrCancelled) {
+		t.Fatalf("Run error %v, want ErrCancelled", err)
+	}
+	if res.Job.Status != StatusStopped || stoppedAt != 5 {
+		t.Errorf("job %s after %d stop calls (stopped at call %d), want STOPPED at call 5", res.Job.Status, stops, stoppedAt)
 	}
 }

@@ -98,6 +98,7 @@ func (s *state) submit(ctx context.Context) error {
 		s.attached = true
 		s.note(PhaseSubmit, "job %s was already submitted: attaching", s.id)
 	case err != nil:
+		s.submitLost = true
 		return fmt.Errorf("submit job %s: %w", s.id, err)
 	default:
 		s.note(PhaseSubmit, "job %s submitted", s.id)

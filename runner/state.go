@@ -25,10 +25,13 @@ type state struct {
 	jobs      Jobs
 	uri       string // the uploaded working_dir
 	submitted bool   // Submit was called: the job may exist
-	attached  bool
-	info      JobInfo
-	kept      bool
-	finished  bool
+	// submitLost: Submit failed (cancelled in flight, say), yet Ray may have
+	// taken the job all the same and register it a moment later.
+	submitLost bool
+	attached   bool
+	info       JobInfo
+	kept       bool
+	finished   bool
 
 	relay     *relay
 	held      []*materialization // the driver's, merged per asset key

@@ -58,18 +58,24 @@ func (s *state) teardownContext(ctx context.Context) (context.Context, func()) {
 	return tctx, func() { close(done); cancel(nil); stop() }
 }
 
+// lostSubmitPolls is how many polls stopJob looks for a job whose submit
+// failed before Ray's answer arrived: Ray may register it a moment later.
+const lostSubmitPolls = 10
+
 // stopJob stops the Ray job unless it is known to have ended, and waits a
-// little for it to end. A job that never existed is fine.
+// little for it to end. A job that never existed is fine, but after a lost
+// submit "not found" may only mean "not yet", so it asks again a few times.
 func (s *state) stopJob(ctx context.Context) error {
 	if !s.submitted || s.jobs == nil || s.info.Status.Terminal() {
 		return nil
 	}
-	var stopped bool
-	err := s.bounded(ctx, func(ctx context.Context) error {
-		var err error
-		stopped, err = s.jobs.Stop(ctx, s.id)
-		return err
-	})
+	stopped, err := s.sendStop(ctx)
+	for tries := 0; errors.Is(err, ErrNotFound) && s.submitLost && tries < lostSubmitPolls; tries++ {
+		if sleep(ctx, s.clock, s.r.PollInterval) != nil {
+			break
+		}
+		stopped, err = s.sendStop(ctx)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
@@ -81,7 +87,19 @@ func (s *state) stopJob(ctx context.Context) error {
 	return s.awaitStopped(ctx)
 }
 
-// awaitStopped polls the job until it ended, within StopTimeout.
+// sendStop asks Ray to stop the job, bounded like every teardown call.
+func (s *state) sendStop(ctx context.Context) (stopped bool, err error) {
+	err = s.bounded(ctx, func(ctx context.Context) error {
+		stopped, err = s.jobs.Stop(ctx, s.id)
+		return err
+	})
+	return stopped, err
+}
+
+// awaitStopped polls the job until it ended, within StopTimeout. A job
+// still pending or running is asked to stop again on each poll: Ray answers
+// stopped=false for a job whose supervisor does not exist yet, and then
+// starts it anyway.
 func (s *state) awaitStopped(ctx context.Context) error {
 	ctx, stop := s.bound(ctx, s.r.StopTimeout, fmt.Errorf("job did not stop within %s", s.r.StopTimeout))
 	defer stop()
@@ -92,6 +110,7 @@ func (s *state) awaitStopped(ctx context.Context) error {
 			if info.Status.Terminal() {
 				return nil
 			}
+			_, _ = s.sendStop(ctx)
 		}
 		if ctx.Err() == nil {
 			err = sleep(ctx, s.clock, s.r.PollInterval)
