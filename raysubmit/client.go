@@ -75,13 +75,26 @@ type Client struct {
 	HTTP *retryablehttp.Client
 	// Logger receives the client's own logs.
 	Logger *zap.Logger
-	// PollInterval is how often Wait polls the job status.
+	// PollInterval is how often Wait and Follow poll the job status.
 	PollInterval time.Duration
-	// ReconnectWait is the pause before a dropped log stream reconnects.
+	// ReconnectWait is Follow's pause before it tries again after a failed
+	// try or a dropped log stream; it doubles while tries keep failing, up
+	// to eight times ReconnectWait.
 	ReconnectWait time.Duration
-	// MaxReconnects bounds consecutive failed log-stream reconnections.
-	MaxReconnects int
+	// AttemptTimeout fails one of Follow's tries when the dashboard says
+	// nothing for that long (a silent log stream is fine).
+	AttemptTimeout time.Duration
+	// MaxOutage is how long Follow keeps trying a dashboard that does not
+	// answer before it gives up with ErrUnreachable.
+	MaxOutage time.Duration
 }
+
+// Defaults of Follow's retry budget (see Follow).
+const (
+	DefaultReconnectWait  = 500 * time.Millisecond
+	DefaultAttemptTimeout = 10 * time.Second
+	DefaultMaxOutage      = 3 * time.Minute
+)
 
 // New returns a Client for cfg with the default retry policy.
 func New(cfg Config) (*Client, error) {
@@ -111,15 +124,16 @@ func New(cfg Config) (*Client, error) {
 	rc.Backoff = retryablehttp.DefaultBackoff
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	return &Client{
-		BaseURL:       strings.TrimRight(cfg.BaseURL, "/"),
-		Headers:       cfg.Headers.Clone(),
-		Token:         cfg.Token,
-		UserAgent:     orDefault(cfg.UserAgent, DefaultUserAgent),
-		HTTP:          rc,
-		Logger:        logger,
-		PollInterval:  time.Second,
-		ReconnectWait: 500 * time.Millisecond,
-		MaxReconnects: 20,
+		BaseURL:        strings.TrimRight(cfg.BaseURL, "/"),
+		Headers:        cfg.Headers.Clone(),
+		Token:          cfg.Token,
+		UserAgent:      orDefault(cfg.UserAgent, DefaultUserAgent),
+		HTTP:           rc,
+		Logger:         logger,
+		PollInterval:   time.Second,
+		ReconnectWait:  DefaultReconnectWait,
+		AttemptTimeout: DefaultAttemptTimeout,
+		MaxOutage:      DefaultMaxOutage,
 	}, nil
 }
 

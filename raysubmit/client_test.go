@@ -53,7 +53,7 @@ func TestAuthHeadersAndRedaction(t *testing.T) {
 		t.Fatalf("Version: %v", err)
 	}
 	_, getErr := c.Get(t.Context(), "job1")
-	_, followErr := c.Follow(t.Context(), "job1", io.Discard)
+	_, followErr := c.Follow(t.Context(), "job1", io.Discard, nil)
 	want := map[string]string{
 		"Authorization":       "Bearer " + token,
 		"X-Ray-Authorization": "Bearer " + token,

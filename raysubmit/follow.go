@@ -1,20 +1,32 @@
 package raysubmit
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	"go.uber.org/zap"
 )
+
+// ErrUnreachable means the dashboard did not answer for Client.MaxOutage
+// while Follow followed a log.
+var ErrUnreachable = errors.New("dashboard not answering")
+
+// Outage describes a dashboard that stopped answering while Follow
+// follows a log.
+type Outage struct {
+	// For is how long the dashboard has not answered.
+	For time.Duration
+	// Limit is how long Follow keeps trying in all (Client.MaxOutage).
+	Limit time.Duration
+	// Err is the last failure; nil once the dashboard answers again.
+	Err error
+}
 
 // Follow copies the job's log to w as it is written, until the job is
 // terminal and its log complete, and returns the number of bytes written.
@@ -29,240 +41,257 @@ import (
 // can miss the end of the log, and it sends ten lines per frame, so a
 // finished job's backlog comes much faster this way. Memory use does not
 // grow with the log.
-func (c *Client) Follow(ctx context.Context, id string, w io.Writer) (int64, error) {
-	sw := &skipWriter{w: w}
-	failures := 0
+//
+// Follow is the one retry layer of following a log: its own requests (the
+// status, the websocket handshake, the full log) are single tries without
+// the Client's retry policy, each failed when the dashboard says nothing
+// for AttemptTimeout. A failed try or a dropped stream is tried again after
+// ReconnectWait, doubling while tries keep failing, up to eight times
+// ReconnectWait. A failed poll while the stream is silent counts as a
+// failed try, so a hung dashboard is noticed too. Any answer from the
+// dashboard ends an outage; while one lasts, onOutage (when not nil) is
+// called from Follow's goroutine after each failed request, and once with a
+// nil Err when the dashboard answers again.
+//
+// Worst case: Follow gives up, with an error wrapping ErrUnreachable,
+// MaxOutage after the start of the first try that failed; that try starts
+// at most PollInterval after the dashboard stopped answering (at once when
+// its connection closes). With the defaults a dead dashboard ends Follow
+// within 1s + 3m.
+func (c *Client) Follow(ctx context.Context, id string, w io.Writer, onOutage func(Outage)) (int64, error) {
+	f := &follower{c: c, id: id, sw: &skipWriter{w: w}, onOutage: onOutage}
 	for {
-		d, err := c.Get(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			return 0, fmt.Errorf("follow logs of job %s: %w", id, err)
+		err := f.try(ctx)
+		if err == nil {
+			f.answered()
+			return f.sw.delivered, nil
 		}
-		if err == nil && d.Status.Terminal() {
-			break
+		var te *tryError
+		switch {
+		case ctx.Err() != nil:
+			err = context.Cause(ctx)
+		case errors.As(err, &te):
+			if err = f.again(ctx, te); err == nil {
+				continue
+			}
 		}
-		before := sw.delivered
-		sw.seen = 0
-		ended, err := c.tailWhileRunning(ctx, id, sw)
-		if ctx.Err() != nil {
-			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, context.Cause(ctx))
-		}
-		var apiErr *APIError
-		if errors.Is(err, ErrNotFound) || errors.Is(err, errWrite) || errors.As(err, &apiErr) {
-			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, err)
-		}
-		if ended {
-			break
-		}
-		if sw.delivered > before {
-			failures = 0
-		}
-		failures++
-		if failures > c.MaxReconnects {
-			return sw.delivered, fmt.Errorf("follow logs of job %s: gave up after %d reconnections: %w", id, c.MaxReconnects, err)
-		}
-		c.Logger.Info("log stream dropped; reconnecting", zap.String("job", id),
-			zap.Int64("delivered_bytes", sw.delivered), zap.Error(err))
-		if err := sleepCtx(ctx, c.ReconnectWait); err != nil {
-			return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, err)
-		}
+		return f.sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, err)
 	}
-	if err := c.catchUp(ctx, id, sw); err != nil {
-		return sw.delivered, fmt.Errorf("follow logs of job %s: %w", id, err)
-	}
-	return sw.delivered, nil
 }
 
 // FollowLines is Follow with a callback per log line (without its newline).
 // A last line without a newline is passed too. An error from fn stops the
 // stream and is returned.
-func (c *Client) FollowLines(ctx context.Context, id string, fn func(line []byte) error) error {
+func (c *Client) FollowLines(ctx context.Context, id string, fn func(line []byte) error, onOutage func(Outage)) error {
 	lw := &lineWriter{fn: fn}
-	if _, err := c.Follow(ctx, id, lw); err != nil {
+	if _, err := c.Follow(ctx, id, lw, onOutage); err != nil {
 		return err
 	}
 	return lw.flush()
 }
 
-// tailWhileRunning runs tailOnce until it ends or a status poll finds the
-// job terminal, which it reports as ended.
-func (c *Client) tailWhileRunning(ctx context.Context, id string, sw *skipWriter) (bool, error) {
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var terminal atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(c.PollInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tctx.Done():
-				return
-			case <-tick.C:
-			}
-			if t, err := c.jobTerminal(tctx, id); err == nil && t {
-				terminal.Store(true)
-				cancel()
-				return
-			}
-		}
-	}()
-	ended, err := c.tailOnce(tctx, id, sw)
-	cancel()
-	<-done
-	if terminal.Load() && ctx.Err() == nil {
-		return true, nil
-	}
-	return ended, err
+// follower is one Follow call: how far the log was delivered and, while
+// the dashboard does not answer, since when.
+type follower struct {
+	c        *Client
+	id       string
+	sw       *skipWriter
+	onOutage func(Outage)
+	down     time.Time // start of the current outage; zero while the dashboard answers
+	last     error     // the outage's last failure
+	reported bool      // onOutage heard of the current outage
+	fails    int       // tries in a row that delivered nothing, for the backoff
 }
 
-// tailOnce reads one websocket connection to its end. ended reports that
-// the server closed the stream normally and the job is terminal.
-func (c *Client) tailOnce(ctx context.Context, id string, sw *skipWriter) (ended bool, err error) {
-	conn, err := c.dialTail(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	defer conn.CloseNow()
-	conn.SetReadLimit(-1)
-	for {
-		_, r, err := conn.Reader(ctx)
-		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-				return c.jobTerminal(ctx, id)
-			}
-			return false, err
-		}
-		if _, err := io.CopyBuffer(sw, r, sw.buf[:]); err != nil {
-			return false, err
-		}
-	}
+// tryError is a failed try of Follow that another try may cure: the
+// dashboard did not answer (a connection error, a silence, a retryable
+// status) or a stream broke.
+type tryError struct {
+	err   error
+	start time.Time // when the failed try began
+	drop  bool      // a stream the dashboard had answered broke
 }
 
-func (c *Client) dialTail(ctx context.Context, id string) (*websocket.Conn, error) {
-	u, err := url.Parse(c.BaseURL + "/api/jobs/" + url.PathEscape(id) + "/logs/tail")
+func (e *tryError) Error() string { return e.err.Error() }
+func (e *tryError) Unwrap() error { return e.err }
+
+// errOutageOver cuts a try at the end of the outage budget.
+var errOutageOver = errors.New("outage budget spent")
+
+// try follows the log once: the job's status, its tail while it runs, then
+// what the tail missed. nil means the whole log was delivered.
+func (f *follower) try(ctx context.Context) error {
+	if !f.down.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, f.down.Add(f.c.MaxOutage), errOutageOver)
+		defer cancel()
+	}
+	before := f.sw.delivered
+	terminal, err := f.status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tail URL: %w", err)
+		return err
 	}
-	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
-	header := http.Header{}
-	c.setHeaders(header)
-	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{
-		HTTPClient: c.HTTP.HTTPClient,
-		HTTPHeader: header,
-	})
-	if resp != nil && resp.Body != nil {
-		defer resp.Body.Close()
+	f.answered()
+	if !terminal {
+		err = f.tail(ctx)
 	}
-	if err != nil {
-		if resp != nil {
-			if retry, _ := CheckRetry(ctx, resp, nil); !retry {
-				return nil, fmt.Errorf("open log tail: %w", c.statusError(http.MethodGet, u.Path, resp))
-			}
-		}
-		return nil, c.redact(fmt.Errorf("open log tail: %w", err))
+	if err == nil {
+		err = f.catchUp(ctx)
 	}
-	return conn, nil
+	if f.sw.delivered > before {
+		f.fails = 0
+	}
+	return err
 }
 
-func (c *Client) jobTerminal(ctx context.Context, id string) (bool, error) {
-	d, err := c.Get(ctx, id)
+// again records a failed try and waits before the next one, or gives up
+// when the outage budget is spent.
+func (f *follower) again(ctx context.Context, te *tryError) error {
+	if f.down.IsZero() {
+		f.down = te.start
+	}
+	since := time.Since(f.down)
+	if f.last == nil || since < f.c.MaxOutage {
+		f.last = te.err // not the cut at the budget's end, which says nothing new
+	}
+	if since >= f.c.MaxOutage {
+		return fmt.Errorf("%w: %s did not answer for %s: %w", ErrUnreachable, redactURL(f.c.BaseURL), f.c.MaxOutage, f.last)
+	}
+	f.fails++
+	wait := min(f.c.ReconnectWait<<min(f.fails-1, 3), f.c.MaxOutage-since)
+	if te.drop {
+		f.c.Logger.Debug("log stream dropped; reconnecting", zap.String("job", f.id),
+			zap.Int64("delivered_bytes", f.sw.delivered), zap.Duration("wait", wait), zap.Error(te.err))
+	} else {
+		f.c.Logger.Debug("dashboard did not answer; trying again", zap.String("job", f.id),
+			zap.Duration("for", since), zap.Duration("wait", wait), zap.Error(te.err))
+		f.reported = f.onOutage != nil
+		if f.reported {
+			f.onOutage(Outage{For: since, Limit: f.c.MaxOutage, Err: te.err})
+		}
+	}
+	return sleepCtx(ctx, wait)
+}
+
+// answered ends an outage: the dashboard answered.
+func (f *follower) answered() {
+	if f.down.IsZero() {
+		return
+	}
+	since := time.Since(f.down)
+	if f.reported {
+		f.onOutage(Outage{For: since, Limit: f.c.MaxOutage})
+	}
+	f.c.Logger.Debug("dashboard answers again", zap.String("job", f.id), zap.Duration("after", since))
+	f.down, f.last, f.reported = time.Time{}, nil, false
+}
+
+// status asks once for the job's status. A refusal other than "not found"
+// leaves the status unknown (false, nil): the tail's handshake then meets
+// the same refusal and reports it.
+func (f *follower) status(ctx context.Context) (terminal bool, err error) {
+	resp, err := f.get(ctx, "/api/jobs/"+url.PathEscape(f.id))
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return false, nil
+	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("get job %s: %w", f.id, err)
+	}
+	defer resp.Body.Close()
+	var d JobDetails
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return false, &tryError{err: fmt.Errorf("get job %s: %w", f.id, err), start: time.Now()}
 	}
 	return d.Status.Terminal(), nil
 }
 
-// catchUp streams the full log and writes what the tail did not deliver.
-func (c *Client) catchUp(ctx context.Context, id string, sw *skipWriter) error {
-	req, err := c.newRequest(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil)
+// get sends one GET, without the retry policy, and returns a 200 answer
+// whose body the caller closes. The try fails (a *tryError) when the
+// dashboard says nothing for AttemptTimeout, headers and body alike, or
+// when the Client's policy would have retried.
+func (f *follower) get(ctx context.Context, path string) (*http.Response, error) {
+	start := time.Now()
+	actx, cancel := context.WithCancelCause(ctx)
+	dog := newWatchdog(f.c.AttemptTimeout, cancel)
+	req, err := f.c.newRequest(actx, http.MethodGet, path, nil)
 	if err != nil {
+		dog.stop()
+		cancel(nil)
+		return nil, err
+	}
+	resp, err := f.c.HTTP.HTTPClient.Do(req.Request)
+	if err != nil {
+		dog.stop()
+		cancel(nil)
+		return nil, f.failure(actx, start, fmt.Errorf("GET %s: %w", path, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		dog.stop()
+		defer cancel(nil)
+		defer resp.Body.Close()
+		err := f.c.statusError(http.MethodGet, path, resp)
+		if retryableStatus(resp) {
+			return nil, &tryError{err: err, start: start}
+		}
+		return nil, err
+	}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, dog: dog, done: cancel}
+	return resp, nil
+}
+
+// failure makes a try's error a *tryError, with the watchdog's or the
+// budget's word on why the try was cut, unless it is a certificate the
+// Client refused: no other try would be accepted.
+func (f *follower) failure(actx context.Context, start time.Time, err error) error {
+	err = f.c.redact(err)
+	if cause := context.Cause(actx); actx.Err() != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (%w)", cause, err)
+	}
+	if certificateError(err) {
 		return err
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return c.redact(fmt.Errorf("get full log: %w", err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return c.statusError(req.Method, req.URL.Path, resp)
-	}
-	sw.seen = 0
-	if err := decodeLogs(resp.Body, sw); err != nil {
-		return fmt.Errorf("read full log: %w", err)
-	}
-	return nil
+	return &tryError{err: err, start: start}
 }
 
-var errWrite = errors.New("write log")
-
-// skipWriter passes bytes on to w once more than delivered bytes of the
-// current stream have been seen; earlier ones were delivered already.
-type skipWriter struct {
-	buf       [32 << 10]byte // copy buffer, reused for every frame
-	w         io.Writer
-	seen      int64 // bytes of the current stream so far
-	delivered int64 // bytes written to w over all streams
+// watchdog cancels a try when the dashboard says nothing for d.
+type watchdog struct {
+	t *time.Timer
+	d time.Duration
 }
 
-func (s *skipWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	start := s.seen
-	s.seen += int64(n)
-	if s.seen <= s.delivered {
-		return n, nil
-	}
-	if skip := s.delivered - start; skip > 0 {
-		p = p[skip:]
-	}
-	m, err := s.w.Write(p)
-	s.delivered += int64(m)
-	if err != nil {
-		return n, fmt.Errorf("%w: %w", errWrite, err)
-	}
-	return n, nil
+func newWatchdog(d time.Duration, cancel context.CancelCauseFunc) *watchdog {
+	return &watchdog{d: d, t: time.AfterFunc(d, func() { cancel(fmt.Errorf("no answer within %s", d)) })}
 }
 
-// maxLine bounds a buffered line; a longer one is passed on in pieces.
-const maxLine = 1 << 20
+// heard restarts the count.
+func (w *watchdog) heard() { w.t.Reset(w.d) }
 
-// lineWriter calls fn for each complete line written to it.
-type lineWriter struct {
-	fn  func([]byte) error
-	buf []byte
+// stop ends the watch.
+func (w *watchdog) stop() { w.t.Stop() }
+
+// watchedBody is a response body read under a watchdog; a read error
+// other than EOF is kept, to tell a broken answer from a malformed one.
+type watchedBody struct {
+	io.ReadCloser
+	dog     *watchdog
+	done    context.CancelCauseFunc
+	readErr error
 }
 
-func (l *lineWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.buf = append(l.buf, p...)
-			if len(l.buf) >= maxLine {
-				return n, l.flush()
-			}
-			return n, nil
-		}
-		line := p[:i]
-		if len(l.buf) > 0 {
-			line = append(l.buf, line...)
-		}
-		if err := l.fn(line); err != nil {
-			return 0, err
-		}
-		l.buf = l.buf[:0]
-		p = p[i+1:]
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.dog.heard()
+	if err != nil && err != io.EOF && b.readErr == nil {
+		b.readErr = err
 	}
-	return n, nil
+	return n, err
 }
 
-func (l *lineWriter) flush() error {
-	if len(l.buf) == 0 {
-		return nil
-	}
-	err := l.fn(l.buf)
-	l.buf = l.buf[:0]
-	return err
+func (b *watchedBody) Close() error {
+	b.dog.stop()
+	b.done(nil)
+	return b.ReadCloser.Close()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

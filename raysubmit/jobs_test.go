@@ -68,7 +68,7 @@ func TestJobOutcomes(t *testing.T) {
 				EntrypointNumCPUs: tt.cpus, EntrypointMemory: tt.memory,
 			})
 			var logs strings.Builder
-			if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+			if _, err := c.Follow(ctx(t), id, &logs, nil); err != nil {
 				t.Fatalf("Follow: %v", err)
 			}
 			d, err := c.Wait(ctx(t), id)
@@ -167,7 +167,7 @@ func TestDuplicateSubmissionAttaches(t *testing.T) {
 		t.Fatalf("second Submit: error = %v, want ErrAlreadySubmitted", err)
 	}
 	var logs strings.Builder
-	if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+	if _, err := c.Follow(ctx(t), id, &logs, nil); err != nil {
 		t.Fatalf("attach with Follow: %v", err)
 	}
 	d, err := c.Wait(ctx(t), id)
@@ -184,7 +184,7 @@ func TestUnknownJob(t *testing.T) {
 	if _, err := c.Get(ctx(t), "raystep-no-such-job"); !errors.Is(err, raysubmit.ErrNotFound) {
 		t.Errorf("Get: error = %v, want ErrNotFound", err)
 	}
-	if _, err := c.Follow(ctx(t), "raystep-no-such-job", &strings.Builder{}); !errors.Is(err, raysubmit.ErrNotFound) {
+	if _, err := c.Follow(ctx(t), "raystep-no-such-job", &strings.Builder{}, nil); !errors.Is(err, raysubmit.ErrNotFound) {
 		t.Errorf("Follow: error = %v, want ErrNotFound", err)
 	}
 }
@@ -221,7 +221,7 @@ func TestWorkingDirImport(t *testing.T) {
 		RuntimeEnv: map[string]any{"working_dir": uri},
 	})
 	var logs strings.Builder
-	if _, err := c.Follow(ctx(t), id, &logs); err != nil {
+	if _, err := c.Follow(ctx(t), id, &logs, nil); err != nil {
 		t.Fatalf("Follow: %v", err)
 	}
 	want := "hello from the working dir\n['.gitignore', 'helper_mod.py', 'main.py']\n"

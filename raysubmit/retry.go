@@ -24,21 +24,36 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, context.Cause(ctx)
 	}
 	if err != nil {
-		var unknownAuthority x509.UnknownAuthorityError
-		var hostname x509.HostnameError
-		var invalid x509.CertificateInvalidError
-		if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		if certificateError(err) {
 			return false, err
 		}
 		return true, nil
 	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	if retryableStatus(resp) {
 		return true, nil
-	case http.StatusInternalServerError:
+	}
+	if resp.StatusCode == http.StatusInternalServerError {
 		return bodyContains(resp, "No available agent to submit job"), nil
 	}
 	return false, nil
+}
+
+// certificateError reports a TLS certificate the Client refused: trying
+// again cannot help.
+func certificateError(err error) bool {
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// retryableStatus reports a status that says "not now": 429, 502, 503, 504.
+func retryableStatus(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // bodyContains peeks at the start of resp's body for s, leaving the body
@@ -54,7 +69,10 @@ type readCloser struct {
 	io.Closer
 }
 
-// LeveledLogger adapts a zap.Logger to retryablehttp.LeveledLogger.
+// LeveledLogger adapts a zap.Logger to retryablehttp.LeveledLogger. It
+// logs every message at debug level: retryablehttp reports single attempts
+// (a failed attempt it is about to retry as an error), and whatever finally
+// fails reaches the Client's caller as an error anyway.
 type LeveledLogger struct {
 	s *zap.SugaredLogger
 }
@@ -66,14 +84,14 @@ func NewLeveledLogger(l *zap.Logger) LeveledLogger {
 	return LeveledLogger{s: l.WithOptions(zap.AddCallerSkip(1)).Sugar()}
 }
 
-// Error logs at error level.
-func (l LeveledLogger) Error(msg string, kv ...any) { l.s.Errorw(msg, kv...) }
+// Error logs an attempt's failure at debug level.
+func (l LeveledLogger) Error(msg string, kv ...any) { l.s.Debugw(msg, kv...) }
 
-// Warn logs at warn level.
-func (l LeveledLogger) Warn(msg string, kv ...any) { l.s.Warnw(msg, kv...) }
+// Warn logs at debug level.
+func (l LeveledLogger) Warn(msg string, kv ...any) { l.s.Debugw(msg, kv...) }
 
-// Info logs at info level.
-func (l LeveledLogger) Info(msg string, kv ...any) { l.s.Infow(msg, kv...) }
+// Info logs at debug level.
+func (l LeveledLogger) Info(msg string, kv ...any) { l.s.Debugw(msg, kv...) }
 
 // Debug logs at debug level.
 func (l LeveledLogger) Debug(msg string, kv ...any) { l.s.Debugw(msg, kv...) }

@@ -83,7 +83,7 @@ func TestFollow100kLines(t *testing.T) {
 	for i, f := range followers {
 		checkers[i] = &lineChecker{n: n}
 		fc := newClient(t, f.url)
-		wg.Go(func() { errs[i] = fc.FollowLines(ctx(t), id, checkers[i].line) })
+		wg.Go(func() { errs[i] = fc.FollowLines(ctx(t), id, checkers[i].line, nil) })
 	}
 	wg.Wait()
 	for i, f := range followers {

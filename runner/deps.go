@@ -112,10 +112,29 @@ type Jobs interface {
 	// ended. An error wrapping ErrNotFound is fine at teardown.
 	Stop(ctx context.Context, submissionID string) (stopped bool, err error)
 	// Tail calls onLine, in order and from the calling goroutine, with each
-	// line of the job's log from the first one, without the newline, and
-	// returns nil when the job has ended and every line was delivered.
-	Tail(ctx context.Context, submissionID string, onLine func(line string)) error
+	// line of the job's log from the first one, once, without the newline,
+	// and returns nil when the job has ended and every line was delivered.
+	// Tail reconnects by itself: while the dashboard does not answer it
+	// calls onOutage (from the calling goroutine) after each failed try, and
+	// once with a nil Err when the dashboard answers again; it gives up
+	// with an error wrapping ErrUnreachable when its budget is spent.
+	Tail(ctx context.Context, submissionID string, onLine func(line string), onOutage func(Outage)) error
 }
+
+// Outage describes a dashboard that stopped answering while Tail follows
+// the job's log.
+type Outage struct {
+	// For is how long the dashboard has not answered.
+	For time.Duration
+	// Limit is how long Tail keeps trying in all.
+	Limit time.Duration
+	// Err is the last failure; nil once the dashboard answers again.
+	Err error
+}
+
+// ErrUnreachable is wrapped by Jobs.Tail when the dashboard did not answer
+// for the whole of its budget.
+var ErrUnreachable = errors.New("dashboard not answering")
 
 // ErrAlreadySubmitted is wrapped by Jobs.Submit when the submission id is
 // taken: a previous attempt of this step submitted the job.

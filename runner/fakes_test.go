@@ -74,6 +74,8 @@ type fakeJobs struct {
 	get    func(ctx context.Context, id string) (JobInfo, error)
 	stop   func(ctx context.Context, id string) (bool, error)
 	tail   func(ctx context.Context, id string, onLine func(string)) error
+	// follow, when set, is Tail with its outage reports; tail is not called.
+	follow func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error
 }
 
 var _ Jobs = (*fakeJobs)(nil)
@@ -86,7 +88,10 @@ func (j *fakeJobs) Submit(ctx context.Context, req JobRequest) (string, error) {
 }
 func (j *fakeJobs) Get(ctx context.Context, id string) (JobInfo, error) { return j.get(ctx, id) }
 func (j *fakeJobs) Stop(ctx context.Context, id string) (bool, error)   { return j.stop(ctx, id) }
-func (j *fakeJobs) Tail(ctx context.Context, id string, onLine func(string)) error {
+func (j *fakeJobs) Tail(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error {
+	if j.follow != nil {
+		return j.follow(ctx, id, onLine, onOutage)
+	}
 	return j.tail(ctx, id, onLine)
 }
 

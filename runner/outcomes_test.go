@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,7 +138,7 @@ func TestRunFailures(t *testing.T) {
 			wantExc:   "InfrastructureError",
 		},
 		{
-			name: "log stream keeps breaking",
+			name: "log stream breaks for good",
 			setup: func(h *harness) {
 				h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
 					h.calls.add("tail")
@@ -146,7 +147,21 @@ func TestRunFailures(t *testing.T) {
 			},
 			wantIs: []error{ErrInfrastructure}, wantPhase: PhaseRun, wantMsg: "websocket: close 1006",
 			wantCalls: []string{"provision", "ready", "dashboard", "connect", "upload", "submit", "set job id",
-				"tail", "tail", "tail", "tail", "tail", "tail", "stop", "teardown keep=false"},
+				"tail", "stop", "teardown keep=false"},
+			wantExc: "InfrastructureError",
+		},
+		{
+			name: "dashboard stops answering for good",
+			setup: func(h *harness) {
+				h.jobs.follow = func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error {
+					h.calls.add("tail")
+					onOutage(Outage{For: time.Second, Limit: 3 * time.Minute, Err: syscall.ECONNREFUSED})
+					return fmt.Errorf("%w: did not answer for 3m0s: connection refused", ErrUnreachable)
+				}
+			},
+			wantIs: []error{ErrInfrastructure, ErrUnreachable}, wantPhase: PhaseRun, wantMsg: "did not answer for 3m0s",
+			wantCalls: []string{"provision", "ready", "dashboard", "connect", "upload", "submit", "set job id",
+				"tail", "stop", "teardown keep=false"},
 			wantExc: "InfrastructureError",
 		},
 		{

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -92,40 +94,93 @@ func TestRunAbortStillTearsDown(t *testing.T) {
 	}
 }
 
-func TestRunReconnectsBrokenLogStream(t *testing.T) {
+// TestRunDashboardOutage: while Tail reports a dashboard that does not
+// answer, the step warns at once and then every 30s with the time so far,
+// says when the dashboard answers again, and relays every line once.
+func TestRunDashboardOutage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	attempt := 0
-	h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
+	var progress strings.Builder
+	h.runner.Progress = &progress
+	refused := fmt.Errorf("get job: dial tcp 127.0.0.1:38265: %w", syscall.ECONNREFUSED)
+	h.jobs.follow = func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error {
 		h.calls.add("tail")
-		attempt++
-		lines := []string{"line 1", pipesLog, "line 3"}
-		if attempt == 1 {
-			lines = lines[:2]
+		onLine("line 1")
+		onLine(pipesLog)
+		for _, s := range []int{1, 5, 20, 31, 45, 62} {
+			onOutage(Outage{For: time.Duration(s) * time.Second, Limit: 3 * time.Minute, Err: refused})
 		}
-		for _, l := range lines {
-			onLine(l)
-		}
-		if attempt == 1 {
-			return errors.New("websocket: close 1006")
-		}
+		onOutage(Outage{For: 70 * time.Second, Limit: 3 * time.Minute})
+		onLine("line 3")
 		h.mu.Lock()
 		h.tailDone = true
 		h.mu.Unlock()
 		return nil
 	}
-	if _, err := h.run(); err != nil {
+	res, err := h.run()
+	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if diff := cmp.Diff("line 1\nline 3\n", h.stdout.String()); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
-	msgs := h.driverMessages()
-	if len(msgs) != 2 || !strings.HasPrefix(msgs[0], "log ") {
+	if msgs := h.driverMessages(); len(msgs) != 2 || !strings.HasPrefix(msgs[0], "log ") {
 		t.Errorf("driver messages %v, want the log once then the materialization", msgs)
 	}
-	if logs := h.ownLogs(); !containsPrefix(logs, "WARNING raystep run: log stream of job") {
-		t.Errorf("own logs %v, want a warning about the broken stream", logs)
+	var got []string
+	for _, l := range h.ownLogs() {
+		if strings.Contains(l, "raystep run: dashboard") {
+			got = append(got, l)
+		}
+	}
+	const down = "WARNING raystep run: dashboard http://127.0.0.1:38265 stopped answering (connection refused); still trying, "
+	want := []string{
+		down + "1s so far, giving up after 3m0s",
+		down + "31s so far, giving up after 3m0s",
+		down + "1m2s so far, giving up after 3m0s",
+		"INFO raystep run: dashboard http://127.0.0.1:38265 answers again after 1m10s; following the log of job " + res.ID,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dashboard logs (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(progress.String(), "] run !      dashboard http://127.0.0.1:38265 stopped answering (connection refused); still trying, 1s so far") {
+		t.Errorf("progress does not warn about the dashboard:\n%s", progress.String())
+	}
+}
+
+// TestRunStopBoundedWhenDashboardDown: once the dashboard stopped
+// answering, stopping the job gets downStopTimeout, not StopTimeout, and
+// the cluster's teardown follows with a warning that the job may still run.
+func TestRunStopBoundedWhenDashboardDown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.jobs.follow = func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error {
+		h.calls.add("tail")
+		onOutage(Outage{For: time.Second, Limit: time.Minute, Err: syscall.ECONNREFUSED})
+		return fmt.Errorf("%w: did not answer for 1m0s", ErrUnreachable)
+	}
+	var stopWait time.Duration
+	h.jobs.stop = func(ctx context.Context, id string) (bool, error) {
+		h.calls.add("stop")
+		start := h.clock.Now()
+		h.clock.Advance(downStopTimeout)
+		<-ctx.Done()
+		stopWait = h.clock.Now().Sub(start)
+		return false, fmt.Errorf("stop: %w", syscall.ECONNREFUSED)
+	}
+	res, err := h.run()
+	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrInfrastructure) {
+		t.Fatalf("Run error %v, want ErrUnreachable and ErrInfrastructure", err)
+	}
+	want := []string{"provision", "ready", "dashboard", "connect", "submit", "set job id", "tail", "stop", "teardown keep=false"}
+	if diff := cmp.Diff(want, callNames(h.calls.list())); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if stopWait != downStopTimeout {
+		t.Errorf("stop gave up after %s, want %s", stopWait, downStopTimeout)
+	}
+	if logs := h.ownLogs(); !containsPrefix(logs, "WARNING raystep teardown: job "+res.ID+" may still run: could not stop it, dashboard http://127.0.0.1:38265 not answering") {
+		t.Errorf("own logs %v, want a warning that the job may still run", logs)
 	}
 }
 

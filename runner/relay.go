@@ -11,28 +11,17 @@ import (
 
 // relay sorts the job's log lines: Pipes messages the driver wrote go to
 // onMessage, anything else to out unchanged. Lines are handled one at a
-// time, so memory stays flat however long the log. When the log is
-// followed again from its first line, the lines already passed on are
-// skipped.
+// time, so memory stays flat however long the log; Jobs.Tail delivers each
+// line once, reconnections included.
 type relay struct {
 	out       io.Writer
 	onMessage func(Message)
 	onInvalid func(line string, err error)
-	pos       int64 // lines seen in the current stream
-	seen      int64 // lines passed on so far
 	outErr    error // first failure to write out
 }
 
-// restart prepares for a stream that starts again at the log's first line.
-func (r *relay) restart() { r.pos = 0 }
-
 // line handles one log line (without its newline).
 func (r *relay) line(l string) {
-	r.pos++
-	if r.pos <= r.seen {
-		return
-	}
-	r.seen = r.pos
 	m, ok, err := parseMessage(l)
 	switch {
 	case err != nil:

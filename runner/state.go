@@ -32,6 +32,11 @@ type state struct {
 	info       JobInfo
 	kept       bool
 	finished   bool
+	// dashDown: the dashboard stopped answering while the log was followed
+	// (and has not answered since); warnedAt is the outage's length at the
+	// last warning.
+	dashDown bool
+	warnedAt time.Duration
 
 	relay     *relay
 	held      []*materialization // the driver's, merged per asset key

@@ -62,13 +62,26 @@ func (s *state) teardownContext(ctx context.Context) (context.Context, func()) {
 // failed before Ray's answer arrived: Ray may register it a moment later.
 const lostSubmitPolls = 10
 
+// downStopTimeout bounds stopping a job whose dashboard stopped answering:
+// one more chance, then on to the cluster's teardown (a private head's
+// ends the job with the head).
+const downStopTimeout = 5 * time.Second
+
 // stopJob stops the Ray job unless it is known to have ended, and waits a
-// little for it to end. A job that never existed is fine, but after a lost
-// submit "not found" may only mean "not yet", so it asks again a few times.
+// little for it to end, within StopTimeout (downStopTimeout when the
+// dashboard stopped answering). A job that never existed is fine, but after
+// a lost submit "not found" may only mean "not yet", so it asks again a few
+// times.
 func (s *state) stopJob(ctx context.Context) error {
 	if !s.submitted || s.jobs == nil || s.info.Status.Terminal() {
 		return nil
 	}
+	bound := s.r.StopTimeout
+	if s.dashDown {
+		bound = downStopTimeout
+	}
+	ctx, stop := s.bound(ctx, bound, fmt.Errorf("job did not stop within %s", bound))
+	defer stop()
 	stopped, err := s.sendStop(ctx)
 	for tries := 0; errors.Is(err, ErrNotFound) && s.submitLost && tries < lostSubmitPolls; tries++ {
 		if sleep(ctx, s.clock, s.r.PollInterval) != nil {
@@ -78,6 +91,9 @@ func (s *state) stopJob(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil && s.dashDown:
+		s.warn(PhaseTeardown, "job %s may still run: could not stop it, dashboard %s not answering: %v", s.id, s.dash.URL, err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("stop ray job %s: %w", s.id, err)
@@ -96,13 +112,11 @@ func (s *state) sendStop(ctx context.Context) (stopped bool, err error) {
 	return stopped, err
 }
 
-// awaitStopped polls the job until it ended, within StopTimeout. A job
-// still pending or running is asked to stop again on each poll: Ray answers
+// awaitStopped polls the job until it ended or ctx ends. A job still
+// pending or running is asked to stop again on each poll: Ray answers
 // stopped=false for a job whose supervisor does not exist yet, and then
 // starts it anyway.
 func (s *state) awaitStopped(ctx context.Context) error {
-	ctx, stop := s.bound(ctx, s.r.StopTimeout, fmt.Errorf("job did not stop within %s", s.r.StopTimeout))
-	defer stop()
 	for {
 		info, err := s.jobs.Get(ctx, s.id)
 		if err == nil {

@@ -2,69 +2,86 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
 // Bounds of following a job.
 const (
-	// maxTailFailures is how many broken log streams in a row end the step.
-	maxTailFailures = 5
-	// maxQuietPolls is how many polls after a finished log stream may still
-	// find the job running before the log is followed again.
+	// maxQuietPolls is how many polls after the job's log ended may still
+	// find the job running before the step fails.
 	maxQuietPolls = 10
+	// outageNoticeEvery spaces the warnings about a dashboard that stopped
+	// answering.
+	outageNoticeEvery = 30 * time.Second
 )
 
 // wait relays the job's log until the job ends and returns its outcome.
-// A broken stream is followed again (the relay skips the lines it already
-// passed on); the job's own end is read from its status, not the stream.
+// Tail owns reconnecting and the log's de-duplication; wait tells people
+// when the dashboard stops answering and when it answers again. The job's
+// own end is read from its status, not the stream.
 func (s *state) wait(ctx context.Context) error {
-	failures := 0
-	for {
-		s.relay.restart()
-		err := s.jobs.Tail(ctx, s.id, s.relay.line)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if err != nil {
-			failures++
-			if failures > maxTailFailures {
-				return fmt.Errorf("follow the log of job %s: %w", s.id, err)
-			}
-			s.warn(PhaseRun, "log stream of job %s broke, following it again: %v", s.id, err)
-			if err := sleep(ctx, s.clock, backoff(s.r.PollInterval, failures)); err != nil {
-				return err
-			}
-			continue
-		}
-		failures = 0
-		ended, err := s.awaitEnd(ctx)
-		if err != nil {
-			return err
-		}
-		if ended {
-			return s.outcome()
-		}
+	err := s.jobs.Tail(ctx, s.id, s.relay.line, s.outage)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
+	if err != nil {
+		s.dashDown = errors.Is(err, ErrUnreachable)
+		return fmt.Errorf("follow the log of job %s: %w", s.id, err)
+	}
+	return s.awaitEnd(ctx)
 }
 
-// awaitEnd polls the job's status after its log stream ended. It gives up
-// (ended false) when the job keeps running, so the log is followed again.
-func (s *state) awaitEnd(ctx context.Context) (ended bool, err error) {
+// outage tells people about a dashboard that stopped answering: at the
+// first failed try, then every outageNoticeEvery, and when it answers again.
+func (s *state) outage(o Outage) {
+	if o.Err == nil {
+		if s.dashDown {
+			s.note(PhaseRun, "dashboard %s answers again after %s; following the log of job %s", s.dash.URL, wholeSeconds(o.For), s.id)
+		}
+		s.dashDown = false
+		return
+	}
+	if s.dashDown && o.For < s.warnedAt+outageNoticeEvery {
+		return
+	}
+	s.dashDown, s.warnedAt = true, o.For
+	s.warn(PhaseRun, "dashboard %s stopped answering (%s); still trying, %s so far, giving up after %s",
+		s.dash.URL, reason(o.Err), wholeSeconds(o.For), o.Limit)
+}
+
+// wholeSeconds rounds d to whole seconds, at least one.
+func wholeSeconds(d time.Duration) time.Duration { return max(d.Round(time.Second), time.Second) }
+
+// reason says in a few words why the dashboard did not answer.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	}
+	return truncate(err.Error(), 120)
+}
+
+// awaitEnd polls the job's status after its log ended, until it is terminal.
+func (s *state) awaitEnd(ctx context.Context) error {
 	for range maxQuietPolls {
 		info, err := s.jobs.Get(ctx, s.id)
 		if err != nil {
-			return false, fmt.Errorf("get status of job %s: %w", s.id, err)
+			return fmt.Errorf("get status of job %s: %w", s.id, err)
 		}
 		s.info = info
 		if info.Status.Terminal() {
-			return true, nil
+			return s.outcome()
 		}
 		if err := sleep(ctx, s.clock, s.r.PollInterval); err != nil {
-			return false, err
+			return err
 		}
 	}
-	return false, nil
+	return fmt.Errorf("the log of job %s ended, but Ray still says it is %s", s.id, s.info.Status)
 }
 
 // outcome turns the job's terminal status into the step's error.
@@ -80,13 +97,4 @@ func (s *state) outcome() error {
 		DriverExitCode: s.info.DriverExitCode,
 		Driver:         s.driverExc,
 	}
-}
-
-// backoff doubles base per failure, up to 30 times base.
-func backoff(base time.Duration, failures int) time.Duration {
-	d := base
-	for i := 1; i < failures && d < 30*base; i++ {
-		d *= 2
-	}
-	return d
 }

@@ -49,7 +49,7 @@ func follow(url, id string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	n, err := c.Follow(context.Background(), id, io.Discard)
+	n, err := c.Follow(context.Background(), id, io.Discard, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -11,6 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/raysubmit"
@@ -25,13 +28,36 @@ type Jobs struct {
 
 var _ runner.Jobs = Jobs{}
 
-// Connect builds Jobs for a dashboard; it is the runner's Connect.
-func Connect(_ context.Context, d runner.Dashboard) (runner.Jobs, error) {
-	c, err := raysubmit.New(raysubmit.Config{BaseURL: d.URL, Headers: d.Headers, Token: d.Token, CAFile: d.CAFile})
+// Connector builds Jobs with raystep's own settings; its Connect is the
+// runner's Connect.
+type Connector struct {
+	// Logger receives the client's requests, retries and reconnections, all
+	// at debug level; nil means none.
+	Logger *zap.Logger
+	// UserAgent is sent with every request, e.g. "raystep/1.4.0"; empty
+	// means raysubmit.DefaultUserAgent.
+	UserAgent string
+	// MaxOutage bounds how long following a log keeps trying a dashboard
+	// that stopped answering; zero means raysubmit.DefaultMaxOutage.
+	MaxOutage time.Duration
+}
+
+// Connect builds Jobs for a dashboard.
+func (c Connector) Connect(_ context.Context, d runner.Dashboard) (runner.Jobs, error) {
+	rc, err := raysubmit.New(raysubmit.Config{BaseURL: d.URL, Headers: d.Headers, Token: d.Token, CAFile: d.CAFile,
+		UserAgent: c.UserAgent, Logger: c.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("ray jobs client for %s: %w", d.URL, err)
 	}
-	return Jobs{Client: c}, nil
+	if c.MaxOutage > 0 {
+		rc.MaxOutage = c.MaxOutage
+	}
+	return Jobs{Client: rc}, nil
+}
+
+// Connect is Connector{}.Connect: no logs, the default user agent and budget.
+func Connect(ctx context.Context, d runner.Dashboard) (runner.Jobs, error) {
+	return Connector{}.Connect(ctx, d)
 }
 
 // UploadWorkingDir uploads dir as a content-hashed package.
@@ -71,10 +97,27 @@ func (j Jobs) Stop(ctx context.Context, id string) (bool, error) {
 	return ok, notFound(err)
 }
 
-// Tail follows the job's log line by line until it ends.
-func (j Jobs) Tail(ctx context.Context, id string, onLine func(string)) error {
-	return j.Client.FollowLines(ctx, id, func(b []byte) error { onLine(string(b)); return nil })
+// Tail follows the job's log line by line until it ends; a dashboard that
+// stopped answering for too long wraps runner.ErrUnreachable.
+func (j Jobs) Tail(ctx context.Context, id string, onLine func(string), onOutage func(runner.Outage)) error {
+	var report func(raysubmit.Outage)
+	if onOutage != nil {
+		report = func(o raysubmit.Outage) { onOutage(runner.Outage{For: o.For, Limit: o.Limit, Err: o.Err}) }
+	}
+	err := j.Client.FollowLines(ctx, id, func(b []byte) error { onLine(string(b)); return nil }, report)
+	if errors.Is(err, raysubmit.ErrUnreachable) {
+		return unreachableError{err}
+	}
+	return err
 }
+
+// unreachableError is raysubmit's give-up on a dashboard, which the
+// runner knows as runner.ErrUnreachable.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string        { return e.err.Error() }
+func (e unreachableError) Unwrap() error        { return e.err }
+func (e unreachableError) Is(target error) bool { return target == runner.ErrUnreachable }
 
 func notFound(err error) error {
 	if errors.Is(err, raysubmit.ErrNotFound) {
