@@ -9,7 +9,9 @@
 // always carries a submission id (it makes one when the caller gives none),
 // so a repeated submit that already took effect is refused by Ray as a
 // duplicate instead of starting a twin; stop, delete and package upload are
-// idempotent. Waits honour the context.
+// idempotent. Waits honour the context. Follow is the one exception to the
+// policy: it retries by itself, one try at a time, within an outage budget
+// (MaxOutage) whose worst case its doc comment states.
 //
 // Outcomes callers branch on are sentinel errors (ErrNotFound,
 // ErrAlreadySubmitted); any other refusal is an *APIError with the status

@@ -17,6 +17,7 @@ import (
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -56,7 +57,12 @@ type realStep struct {
 
 func newRealStep(t *testing.T, mode, runID string) *realStep {
 	t.Helper()
-	head := ray.Head(t)
+	return newRealStepOn(t, ray.Head(t), mode, runID)
+}
+
+// newRealStepOn is newRealStep on a head of the test's own.
+func newRealStepOn(t *testing.T, head *local.Head, mode, runID string) *realStep {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "driver.py"), []byte(driver), 0o644); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 )
@@ -32,6 +33,10 @@ type config struct {
 	RayAPIServerAddress string `env:"RAY_API_SERVER_ADDRESS"`
 	// NoColor turns colour off even on a terminal (https://no-color.org).
 	NoColor string `env:"NO_COLOR"`
+	// DashboardOutage is how long run keeps trying a Ray dashboard that
+	// stopped answering while it follows the job's log, before the step
+	// fails (exit 3).
+	DashboardOutage time.Duration `env:"RAYSTEP_DASHBOARD_OUTAGE, default=3m"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"RAYSTEP_LOG_LEVEL, default=info"`
 	// Kube is what the KubeRay backend, ls and gc read besides the above.

@@ -28,12 +28,14 @@ type app struct {
 	started bool
 	// kubeFlags are --kubeconfig and --context (kuberay.go).
 	kubeFlags kubeFlags
+	// version is raystep's version (main.version), sent as raystep/VERSION.
+	version string
 }
 
 // run is raystep's whole life after main: it parses args, runs one command
 // and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookup: envconfig.OsLookuper()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookup: envconfig.OsLookuper(), version: version}
 	return a.main(ctx, args)
 }
 

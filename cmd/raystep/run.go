@@ -47,6 +47,11 @@ the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
 RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL it runs on that existing
 cluster and leaves it running.
 
+A dashboard that stops answering while the job runs is tried again: run
+warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
+3m) without an answer it fails the step (exit 3), stopping the job if the
+dashboard lets it; a private head ends the job with the head.
+
 Exit codes: 0 the Ray job SUCCEEDED; 1 it FAILED or was STOPPED; 2 bad usage
 or invalid spec (nothing was started); 3 infrastructure failure; 130/143
 cancelled by SIGINT/SIGTERM after teardown. A second signal stops waiting
@@ -87,7 +92,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	}
 	r := &runner.Runner{
 		Backend:         backend,
-		Connect:         adapters.Connect,
+		Connect:         a.connector().Connect,
 		Stdout:          a.stdout,
 		EncodeBootstrap: pipes.EncodeBootstrap,
 		Abort:           abortOf(ctx),
@@ -104,6 +109,13 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 		err = &shownError{err} // Run's last progress line said it
 	}
 	return err
+}
+
+// connector builds the step's Jobs API clients: raystep's logger (their
+// requests, retries and reconnections are logged at debug level), its
+// version as the user agent, the outage budget from the environment.
+func (a *app) connector() adapters.Connector {
+	return adapters.Connector{Logger: a.log, UserAgent: "raystep/" + a.version, MaxOutage: a.cfg.DashboardOutage}
 }
 
 // pipesArgs hands the --dagster-pipes-* flags to pipes.Open.
