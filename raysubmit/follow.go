@@ -191,11 +191,14 @@ func (f *follower) answered() {
 // the same refusal and reports it.
 func (f *follower) status(ctx context.Context) (terminal bool, err error) {
 	resp, err := f.get(ctx, "/api/jobs/"+url.PathEscape(f.id))
+	var te *tryError
 	var apiErr *APIError
-	if errors.As(err, &apiErr) {
+	switch {
+	case errors.As(err, &te):
+		return false, &tryError{err: fmt.Errorf("get job %s: %w", f.id, te.err), start: te.start}
+	case errors.As(err, &apiErr):
 		return false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return false, fmt.Errorf("get job %s: %w", f.id, err)
 	}
 	defer resp.Body.Close()

@@ -31,6 +31,7 @@ type fakeDashboard struct {
 	status string
 	lines  []string
 	hang   bool // status requests get no answer
+	busy   bool // status requests are answered 503
 }
 
 func newFakeDashboard(t *testing.T, status string, lines ...string) *fakeDashboard {
@@ -76,17 +77,21 @@ func (d *fakeDashboard) set(status string, lines ...string) {
 	d.status, d.lines = status, lines
 }
 
-func (d *fakeDashboard) state() (status, log string, hang bool, kill chan struct{}) {
+func (d *fakeDashboard) state() (status, log string, hang, busy bool, kill chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.status, strings.Join(d.lines, ""), d.hang, d.kill
+	return d.status, strings.Join(d.lines, ""), d.hang, d.busy, d.kill
 }
 
 func (d *fakeDashboard) serve(w http.ResponseWriter, r *http.Request) {
-	status, log, hang, kill := d.state()
+	status, log, hang, busy, kill := d.state()
 	terminal := raysubmit.Status(status).Terminal()
 	switch r.URL.Path {
 	case "/api/jobs/job1":
+		if busy {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
 		if hang {
 			select {
 			case <-r.Context().Done():
@@ -267,5 +272,31 @@ func TestFollowStopsOnCancel(t *testing.T) {
 	}()
 	if err := await(t, done, "end of Follow"); !errors.Is(err, context.Canceled) {
 		t.Errorf("FollowLines = %v, want context.Canceled", err)
+	}
+}
+
+// TestFollowRetriesBusyDashboard: a status answered 503 is a failed try,
+// reported as an outage, and Follow carries on once the dashboard answers.
+func TestFollowRetriesBusyDashboard(t *testing.T) {
+	t.Parallel()
+	d := newFakeDashboard(t, "RUNNING", "line 1\n")
+	d.mu.Lock()
+	d.busy = true
+	d.mu.Unlock()
+	c := outageClient(t, d.url(), time.Minute)
+	f := startFollow(t, c)
+	o := await(t, f.outages, "outage report")
+	var apiErr *raysubmit.APIError
+	if !errors.As(o.Err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("outage %+v, want the 503", o)
+	}
+	d.mu.Lock()
+	d.busy, d.status, d.lines = false, "SUCCEEDED", []string{"line 1\n", "line 2\n"}
+	d.mu.Unlock()
+	if err := await(t, f.done, "end of Follow"); err != nil {
+		t.Fatalf("FollowLines: %v", err)
+	}
+	if diff := cmp.Diff([]string{"line 1", "line 2"}, drain(f.lines)); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }
