@@ -32,6 +32,7 @@ func TestRealRayDashboardDiesOnExistingCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
+		defer close(killed)
 		for !strings.Contains(rs.stdout.String(), "sleeping") {
 			select {
 			case <-ctx.Done():
@@ -43,12 +44,12 @@ func TestRealRayDashboardDiesOnExistingCluster(t *testing.T) {
 		if pid := dashboardPid(head.Pid()); pid > 0 && syscall.Kill(pid, syscall.SIGTERM) == nil {
 			killed <- time.Now()
 		}
-		close(killed)
 	}()
 	_, err := runWithin(t, ctx, rs)
+	cancel()
 	at, ok := <-killed
 	if !ok {
-		t.Fatalf("found no dashboard.py in the head's process group %d; Run: %v", head.Pid(), err)
+		t.Fatalf("the dashboard was not killed (none found in the head's process group %d, or the job never slept); Run: %v\nprogress:\n%s", head.Pid(), err, progress)
 	}
 	if !errors.Is(err, runner.ErrUnreachable) || !errors.Is(err, runner.ErrInfrastructure) {
 		t.Fatalf("Run error %v, want ErrUnreachable, an infrastructure failure\nprogress:\n%s", err, progress)

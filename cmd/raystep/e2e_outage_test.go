@@ -79,7 +79,7 @@ for i in range(100000): print('tick', i, flush=True); time.sleep(0.5)" `+marker)
 		t.Fatalf("raystep did not exit within 3 minutes of the dashboard's death:\n%s", stderr.String())
 	}
 	since := time.Since(killed)
-	t.Logf("raystep exited %s after the dashboard died", since.Round(100*time.Millisecond))
+	t.Logf("raystep exited %s after the dashboard died; stderr:\n%s", since.Round(100*time.Millisecond), stderr.String())
 	if since < 10*time.Second {
 		t.Errorf("raystep gave up %s after the dashboard died, before RAYSTEP_DASHBOARD_OUTAGE=10s", since)
 	}
