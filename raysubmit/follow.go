@@ -155,7 +155,7 @@ func (f *follower) again(ctx context.Context, te *tryError) error {
 		f.last = te.err // not the cut at the budget's end, which says nothing new
 	}
 	if since >= f.c.MaxOutage {
-		return fmt.Errorf("%w: %s did not answer for %s: %w", ErrUnreachable, redactURL(f.c.BaseURL), f.c.MaxOutage, f.last)
+		return fmt.Errorf("%w for %s (%s): %w", ErrUnreachable, f.c.MaxOutage, redactURL(f.c.BaseURL), f.last)
 	}
 	f.fails++
 	wait := min(f.c.ReconnectWait<<min(f.fails-1, 3), f.c.MaxOutage-since)
@@ -226,8 +226,8 @@ func (f *follower) get(ctx context.Context, path string) (*http.Response, error)
 	resp, err := f.c.HTTP.HTTPClient.Do(req.Request)
 	if err != nil {
 		dog.stop()
-		cancel(nil)
-		return nil, f.failure(actx, start, fmt.Errorf("GET %s: %w", path, err))
+		defer cancel(nil)
+		return nil, f.failure(actx, start, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		dog.stop()

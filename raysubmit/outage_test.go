@@ -189,7 +189,7 @@ func TestFollowGivesUpOnDeadDashboard(t *testing.T) {
 	if !errors.Is(err, raysubmit.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("FollowLines = %v, want ErrUnreachable with the refused connection", err)
 	}
-	if !strings.Contains(err.Error(), d.url()+" did not answer for 1s") {
+	if !strings.Contains(err.Error(), "dashboard not answering for 1s ("+d.url()+"): get job job1: ") {
 		t.Errorf("error %q does not say how long which dashboard did not answer", err)
 	}
 	if since := time.Since(died); since < time.Second {

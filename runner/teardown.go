@@ -93,6 +93,9 @@ func (s *state) stopJob(ctx context.Context) error {
 	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil && s.dashDown:
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		s.warn(PhaseTeardown, "job %s may still run: could not stop it, dashboard %s not answering: %v", s.id, s.dash.URL, err)
 		return nil
 	case err != nil:

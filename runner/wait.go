@@ -29,7 +29,7 @@ func (s *state) wait(ctx context.Context) error {
 	}
 	if err != nil {
 		s.dashDown = errors.Is(err, ErrUnreachable)
-		return fmt.Errorf("follow the log of job %s: %w", s.id, err)
+		return fmt.Errorf("relay the job's log: %w", err)
 	}
 	return s.awaitEnd(ctx)
 }

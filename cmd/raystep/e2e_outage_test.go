@@ -87,7 +87,8 @@ for i in range(100000): print('tick', i, flush=True); time.sleep(0.5)" `+marker)
 	for _, want := range []string{
 		"stopped answering (connection refused); still trying, ",
 		"so far, giving up after 10s",
-		"did not answer for 10s",
+		"dashboard not answering for 10s (http://127.0.0.1:",
+		"could not stop it, dashboard http://127.0.0.1:",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, out)
