@@ -55,7 +55,8 @@ type Runner struct {
 	Abort <-chan struct{}
 	// TeardownTimeout bounds stopping the job and deleting the cluster.
 	TeardownTimeout time.Duration
-	// StopTimeout bounds waiting for a stopped job to end.
+	// StopTimeout bounds stopping the job at teardown: asking Ray and
+	// waiting for the job to end (5s once its dashboard stopped answering).
 	StopTimeout time.Duration
 	// PollInterval spaces status polls.
 	PollInterval time.Duration
