@@ -93,6 +93,10 @@ from ray.dashboard.utils import ray_address_to_api_server_url
 print(ray_address_to_api_server_url(sys.argv[1]))
 `
 
+// errGCSRefused is askRay's error when the GCS refused the token, or its
+// absence.
+var errGCSRefused = errors.New("the GCS refused the request (Ray token authentication)")
+
 // askRay runs the Python that ray runs on to resolve address. A host:port
 // that nothing listens on fails at once, without starting Python; Ray's
 // traceback is cut to its last sentence.
@@ -126,6 +130,8 @@ func askRay(ctx context.Context, address, rayBin, token string) (string, error) 
 	switch {
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("ray did not answer within %s: %w", resolveTimeout, context.Cause(ctx))
+	case err != nil && strings.Contains(stderr.String(), "AuthenticationError"):
+		return "", errGCSRefused
 	case err != nil:
 		return "", fmt.Errorf("ray says: %s", rayError(stderr.String()))
 	}

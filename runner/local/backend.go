@@ -90,6 +90,9 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 // ready only once its dashboard did.
 func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
 	url, err := ResolveDashboard(ctx, b.DashboardURL, b.Address, b.Head.RayBin, b.Token)
+	if errors.Is(err, errGCSRefused) {
+		return nil, fmt.Errorf("the GCS at %s refused raystep's request: %s", b.Address, tokenAdvice(b.Token, b.TokenFrom))
+	}
 	if err != nil {
 		return nil, err
 	}
