@@ -33,15 +33,18 @@ func (l listener) String() string {
 	return fmt.Sprintf("%s (pid %d %s)", net.JoinHostPort(l.ip.String(), strconv.Itoa(l.port)), l.pid, l.comm)
 }
 
-// headProcesses returns the pids in process group pgid and those whose
-// command line mentions dir (the head's private temp dir).
+// headProcesses returns the pids in process group pgid, those whose
+// command line mentions dir (the head's private temp dir), and all their
+// descendants: Ray's workers, the job supervisor and the driver run in
+// process groups of their own.
 func headProcesses(t *testing.T, pgid int, dir string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
+	parent := map[int]int{}
+	in := map[int]bool{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -54,9 +57,20 @@ func headProcesses(t *testing.T, pgid int, dir string) []int {
 		// Fields after the parenthesised command: state ppid pgrp ...
 		_, rest, _ := strings.Cut(string(stat), ") ")
 		fields := strings.Fields(rest)
+		if len(fields) < 3 {
+			continue
+		}
+		parent[pid], _ = strconv.Atoi(fields[1])
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if (len(fields) > 2 && fields[2] == strconv.Itoa(pgid)) || strings.Contains(string(cmdline), dir+"/") {
-			pids = append(pids, pid)
+		in[pid] = fields[2] == strconv.Itoa(pgid) || strings.Contains(string(cmdline), dir+"/")
+	}
+	var pids []int
+	for pid := range parent {
+		for p := pid; p > 1; p = parent[p] {
+			if in[p] {
+				pids = append(pids, pid)
+				break
+			}
 		}
 	}
 	return pids
@@ -168,7 +182,8 @@ func TestPrivateHeadExposure(t *testing.T) {
 			t.Errorf("%s listens beyond loopback", l)
 		}
 	}
-	for _, want := range []string{"gcs_server", "raylet"} {
+	// comm holds the first 15 bytes of a process's name.
+	for _, want := range []string{"gcs_server", "raylet", "ray::JobSupervi"} {
 		if !comms[want] {
 			t.Errorf("no listener of %s among %v", want, ls)
 		}
