@@ -45,7 +45,10 @@ terminal), the job's log on stdout.
 The local backend starts a private Ray head for the step and stops it at
 the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
 RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL it runs on that existing
-cluster and leaves it running.
+cluster and leaves it running; a token-enabled cluster's token comes from
+RAYSTEP_DASHBOARD_TOKEN, else RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+~/.ray/auth_token, as for Ray's own tools. A private head listens on
+127.0.0.1 only and requires a token of its own.
 
 Exit codes: 0 the Ray job SUCCEEDED; 1 it FAILED or was STOPPED; 2 bad usage
 or invalid spec (nothing was started); 3 infrastructure failure; 130/143
