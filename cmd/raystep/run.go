@@ -45,7 +45,10 @@ terminal), the job's log on stdout.
 The local backend starts a private Ray head for the step and stops it at
 the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
 RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL it runs on that existing
-cluster and leaves it running.
+cluster and leaves it running; a token-enabled cluster's token comes from
+RAYSTEP_DASHBOARD_TOKEN, else RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+~/.ray/auth_token, as for Ray's own tools. A private head listens on
+127.0.0.1 only and requires a token of its own.
 
 A dashboard that stops answering while the job runs is tried again: run
 warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default

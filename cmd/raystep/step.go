@@ -101,7 +101,6 @@ func (a *app) localBackend(step *runner.Step, notice func(string)) (runner.Backe
 	b := &local.Backend{
 		Address:      a.cfg.RayAddress,
 		DashboardURL: firstNonEmpty(a.cfg.DashboardURL, a.cfg.RayAPIServerAddress),
-		Token:        a.cfg.DashboardToken,
 		Head:         local.HeadOptions{RayBin: bin},
 		Logger:       a.log.Named("local"),
 	}
@@ -110,6 +109,14 @@ func (a *app) localBackend(step *runner.Step, notice func(string)) (runner.Backe
 	}
 	step.GPUType, step.GPUCount = "", 0
 	if b.Existing() {
+		if err := local.CheckAddress(b.DashboardURL, b.Address); err != nil {
+			return nil, &usageError{err}
+		}
+		token, from, err := a.cfg.clusterToken()
+		if err != nil {
+			return nil, err
+		}
+		b.Token, b.TokenFrom = token, from
 		step.Shape = "existing ray cluster"
 		return b, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,11 +16,35 @@ import (
 	"time"
 )
 
-// resolveTimeout bounds asking Ray for the dashboard of a GCS address.
-const resolveTimeout = time.Minute
+// gcsDialTimeout bounds the check that something listens at a GCS address.
+const gcsDialTimeout = 5 * time.Second
+
+// resolveTimeout bounds asking Ray for the dashboard of a GCS address that
+// accepted a connection.
+const resolveTimeout = 30 * time.Second
 
 // probeTimeout bounds the first request to an existing cluster's dashboard.
 const probeTimeout = 10 * time.Second
+
+// CheckAddress refuses, before anything starts, an existing cluster's
+// address that raystep cannot use: a dashboard URL (explicit) that is not
+// http(s), or a RAY_ADDRESS (address) with a scheme other than http(s),
+// such as a Ray Client ray:// address. Empty values pass.
+func CheckAddress(explicit, address string) error {
+	if explicit != "" {
+		_, err := checkURL(explicit, "dashboard URL")
+		return err
+	}
+	switch {
+	case strings.HasPrefix(address, "http://"), strings.HasPrefix(address, "https://"):
+		_, err := checkURL(address, "RAY_ADDRESS")
+		return err
+	case strings.Contains(address, "://"):
+		return fmt.Errorf("RAY_ADDRESS=%s: raystep submits through the Ray Jobs API: "+
+			"set RAY_ADDRESS to the dashboard URL, e.g. http://HEAD:8265, or a GCS address HEAD:6379", address)
+	}
+	return nil
+}
 
 // ResolveDashboard returns the Ray dashboard URL of an existing cluster,
 // the way Ray's own job CLI finds it:
@@ -27,24 +52,24 @@ const probeTimeout = 10 * time.Second
 //   - explicit (RAYSTEP_DASHBOARD_URL, RAY_API_SERVER_ADDRESS) is used as is;
 //   - an http:// or https:// address (RAY_ADDRESS=http://head:8265) is the
 //     dashboard itself;
-//   - a ray:// (Ray Client) address is refused: raystep talks to the Jobs API;
+//   - a ray:// (Ray Client) address is refused (CheckAddress);
 //   - any other address (host:port of the GCS, or "auto") is resolved by
-//     Ray's Python, which reads the dashboard's address from the GCS. This
-//     costs about a second; pass the http URL to skip it.
-func ResolveDashboard(ctx context.Context, explicit, address, rayBin string) (string, error) {
-	if explicit != "" {
-		return checkURL(explicit, "dashboard URL")
+//     Ray's Python, which reads the dashboard's address from the GCS, with
+//     token, when set, as the token Ray's client sends. This costs about a
+//     second; pass the http URL to skip it.
+func ResolveDashboard(ctx context.Context, explicit, address, rayBin, token string) (string, error) {
+	if err := CheckAddress(explicit, address); err != nil {
+		return "", err
 	}
 	switch {
+	case explicit != "":
+		return checkURL(explicit, "dashboard URL")
 	case address == "":
 		return "", errors.New("no RAY_ADDRESS or dashboard URL to reach the cluster")
 	case strings.HasPrefix(address, "http://"), strings.HasPrefix(address, "https://"):
 		return checkURL(address, "RAY_ADDRESS")
-	case strings.Contains(address, "://"):
-		return "", fmt.Errorf("RAY_ADDRESS=%s: raystep submits through the Ray Jobs API: "+
-			"set RAY_ADDRESS to the dashboard URL, e.g. http://HEAD:8265, or a GCS address HEAD:6379", address)
 	}
-	u, err := askRay(ctx, address, rayBin)
+	u, err := askRay(ctx, address, rayBin, token)
 	if err != nil {
 		return "", fmt.Errorf("find the dashboard of RAY_ADDRESS=%s (set RAY_ADDRESS=http://HEAD:DASHBOARD_PORT "+
 			"or RAYSTEP_DASHBOARD_URL to skip this): %w", address, err)
@@ -68,8 +93,22 @@ from ray.dashboard.utils import ray_address_to_api_server_url
 print(ray_address_to_api_server_url(sys.argv[1]))
 `
 
-// askRay runs the Python that ray runs on to resolve address.
-func askRay(ctx context.Context, address, rayBin string) (string, error) {
+// errGCSRefused is askRay's error when the GCS refused the token, or its
+// absence.
+var errGCSRefused = errors.New("the GCS refused the request (Ray token authentication)")
+
+// askRay runs the Python that ray runs on to resolve address. A host:port
+// that nothing listens on fails at once, without starting Python; Ray's
+// traceback is cut to its last sentence.
+func askRay(ctx context.Context, address, rayBin, token string) (string, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err == nil {
+		conn, err := (&net.Dialer{Timeout: gcsDialTimeout}).DialContext(ctx, "tcp", address)
+		if err != nil {
+			return "", fmt.Errorf("no Ray GCS answers at %s: %w", address, unwrapOp(err))
+		}
+		_ = conn.Close()
+	}
 	bin, err := FindRay(rayBin)
 	if err != nil {
 		return "", err
@@ -78,14 +117,46 @@ func askRay(ctx context.Context, address, rayBin string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", resolveScript, address)
-	cmd.Env = append(headEnv(bin, nil), "RAY_ADDRESS="+address)
+	// A loopback address stays loopback (head_auth.go); a token is sent
+	// by Ray's client only in token mode.
+	extra := append(loopbackEnv(host), "RAY_ADDRESS="+address)
+	if token != "" {
+		extra = append(extra, "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN="+token)
+	}
+	cmd.Env = headEnv(bin, extra)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w: %s", python, err, lastLine(stderr.String()))
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("ray did not answer within %s: %w", resolveTimeout, context.Cause(ctx))
+	case err != nil && strings.Contains(stderr.String(), "AuthenticationError"):
+		return "", errGCSRefused
+	case err != nil:
+		return "", fmt.Errorf("ray says: %s", rayError(stderr.String()))
 	}
 	return lastLine(string(out)), nil
+}
+
+// rayError turns a Python traceback into its last line without the
+// exception's module path ("ray.exceptions.RpcError: Timed out" becomes
+// "RpcError: Timed out").
+func rayError(stderr string) string {
+	line := lastLine(stderr)
+	if name, msg, ok := strings.Cut(line, ": "); ok && !strings.Contains(name, " ") {
+		return name[strings.LastIndex(name, ".")+1:] + ": " + msg
+	}
+	return line
+}
+
+// unwrapOp drops the request ("Get URL: ") in front of a network error, so
+// the message names the address once.
+func unwrapOp(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // interpreter returns the Python named by the ray script's #! line, else
@@ -113,8 +184,9 @@ func lastLine(s string) string {
 
 // probe checks once that the dashboard at base answers GET /api/version,
 // so an address that leads nowhere fails at once with a plain message
-// instead of after the Jobs client's retries.
-func probe(ctx context.Context, base, token string) error {
+// instead of after the Jobs client's retries. from says where token came
+// from, for the message when the dashboard refuses it.
+func probe(ctx context.Context, base, token, from string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/version", nil)
@@ -126,15 +198,25 @@ func probe(ctx context.Context, base, token string) error {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s does not answer (is the cluster running?): %w", base, err)
+		return fmt.Errorf("%s does not answer (is the cluster running?): %w", base, unwrapOp(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%s refused the request (%s): set RAYSTEP_DASHBOARD_TOKEN", base, resp.Status)
+		return fmt.Errorf("%s refused raystep's request (%s): %s", base, resp.Status, tokenAdvice(token, from))
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("GET %s/api/version: %s: is it a Ray dashboard?", base, resp.Status)
 	}
 	return nil
+}
+
+// tokenAdvice tells what to set when a dashboard refused raystep's token,
+// or the lack of one.
+func tokenAdvice(token, from string) string {
+	if token == "" {
+		return "the cluster wants a token and none was found: set RAYSTEP_DASHBOARD_TOKEN or RAY_AUTH_TOKEN " +
+			"to the cluster's token, or RAY_AUTH_TOKEN_PATH to a file holding it"
+	}
+	return "the token from " + from + " is not the cluster's: set RAYSTEP_DASHBOARD_TOKEN to the cluster's token"
 }

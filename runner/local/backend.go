@@ -29,6 +29,9 @@ type Backend struct {
 	DashboardURL string
 	// Token is a bearer token for the dashboard of an existing cluster.
 	Token string
+	// TokenFrom says where Token came from (RAY_AUTH_TOKEN, a file), for
+	// the message when the cluster refuses it.
+	TokenFrom string
 	// Head configures private heads; Head.RayBin is also the ray whose
 	// Python resolves a GCS address.
 	Head HeadOptions
@@ -61,10 +64,11 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 		log = zap.NewNop()
 	}
 	if b.Existing() {
-		return &existingCluster{b: b}, nil
+		return b.reachExisting(ctx)
 	}
 	opts := b.Head
 	opts.Logger = log
+	opts.TokenAuth = true
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = privateStopTimeout
 	}
@@ -79,6 +83,23 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 	}
 	go c.watch(interval)
 	return c, nil
+}
+
+// reachExisting resolves the existing cluster's dashboard and checks that
+// it answers with raystep's token, so that the step calls the cluster
+// ready only once its dashboard did.
+func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
+	url, err := ResolveDashboard(ctx, b.DashboardURL, b.Address, b.Head.RayBin, b.Token)
+	if errors.Is(err, errGCSRefused) {
+		return nil, fmt.Errorf("the GCS at %s refused raystep's request: %s", b.Address, tokenAdvice(b.Token, b.TokenFrom))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := probe(ctx, url, b.Token, b.TokenFrom); err != nil {
+		return nil, err
+	}
+	return &existingCluster{b: b, url: url}, nil
 }
 
 // privateCluster is a head started for one step.
@@ -96,7 +117,7 @@ func (c *privateCluster) Name() string { return c.head.Address() }
 func (c *privateCluster) Ready(context.Context) error { return nil }
 
 func (c *privateCluster) Dashboard(context.Context) (runner.Dashboard, error) {
-	return runner.Dashboard{URL: c.head.DashboardURL()}, nil
+	return runner.Dashboard{URL: c.head.DashboardURL(), Token: c.head.Token()}, nil
 }
 
 func (c *privateCluster) SetJobID(context.Context, string) error { return nil }
@@ -136,9 +157,11 @@ func (c *privateCluster) Teardown(ctx context.Context, keep bool) error {
 	return nil
 }
 
-// existingCluster is a cluster raystep did not start and never stops.
+// existingCluster is a cluster raystep did not start and never stops;
+// Provision reached its dashboard at url.
 type existingCluster struct {
-	b *Backend
+	b   *Backend
+	url string
 }
 
 func (c *existingCluster) Name() string {
@@ -148,18 +171,12 @@ func (c *existingCluster) Name() string {
 	return c.b.DashboardURL
 }
 
+// Ready returns at once: Provision reached the dashboard.
 func (c *existingCluster) Ready(context.Context) error { return nil }
 
-// Dashboard resolves the dashboard URL and checks that it answers.
-func (c *existingCluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
-	url, err := ResolveDashboard(ctx, c.b.DashboardURL, c.b.Address, c.b.Head.RayBin)
-	if err != nil {
-		return runner.Dashboard{}, err
-	}
-	if err := probe(ctx, url, c.b.Token); err != nil {
-		return runner.Dashboard{}, err
-	}
-	return runner.Dashboard{URL: url, Token: c.b.Token}, nil
+// Dashboard returns the dashboard Provision reached.
+func (c *existingCluster) Dashboard(context.Context) (runner.Dashboard, error) {
+	return runner.Dashboard{URL: c.url, Token: c.b.Token}, nil
 }
 
 func (c *existingCluster) SetJobID(context.Context, string) error { return nil }

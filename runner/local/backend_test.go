@@ -35,7 +35,7 @@ func TestResolveDashboard(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := local.ResolveDashboard(context.Background(), tt.explicit, tt.address, "")
+			got, err := local.ResolveDashboard(context.Background(), tt.explicit, tt.address, "", "")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ResolveDashboard error = %v, want error %v", err, tt.wantErr)
 			}
@@ -139,7 +139,7 @@ func TestExistingClusterProbe(t *testing.T) {
 		wantErr string
 	}{
 		{name: "ray answers", status: http.StatusOK},
-		{name: "token refused", status: http.StatusUnauthorized, wantErr: "RAYSTEP_DASHBOARD_TOKEN"},
+		{name: "token refused", status: http.StatusForbidden, wantErr: "(403 Forbidden): the token from RAY_AUTH_TOKEN is not the cluster's: set RAYSTEP_DASHBOARD_TOKEN"},
 		{name: "not a dashboard", status: http.StatusNotFound, wantErr: "is it a Ray dashboard?"},
 		{name: "nobody there", closed: true, wantErr: "does not answer"},
 	}
@@ -158,18 +158,18 @@ func TestExistingClusterProbe(t *testing.T) {
 			if tt.closed {
 				srv.Close()
 			}
-			b := &local.Backend{DashboardURL: srv.URL, Token: "t0k"}
+			b := &local.Backend{DashboardURL: srv.URL, Token: "t0k", TokenFrom: "RAY_AUTH_TOKEN"}
 			c, err := b.Provision(context.Background(), runner.ClusterRequest{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Provision error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			d, err := c.Dashboard(context.Background())
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Dashboard error = %v, want it to contain %q", err, tt.wantErr)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}

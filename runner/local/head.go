@@ -58,6 +58,11 @@ type HeadOptions struct {
 	ReadyTimeout time.Duration
 	// StopTimeout bounds the graceful part of Stop before SIGKILL; 0 means 15s.
 	StopTimeout time.Duration
+	// TokenAuth turns on Ray's token authentication with a fresh random
+	// token (Head.Token), kept in a 0600 file in the temp dir. Without it
+	// the head runs with token auth off, whatever ~/.ray/auth_token holds,
+	// unless RAY_AUTH_MODE is set.
+	TokenAuth bool
 }
 
 // Head is a running Ray head started by StartHead.
@@ -72,6 +77,7 @@ type Head struct {
 	gcsPort     int
 	dashPort    int
 	clientPort  int
+	token       string
 	logger      *zap.Logger
 	stopTimeout time.Duration
 	stopOnce    sync.Once
@@ -92,6 +98,10 @@ func (h *Head) Address() string {
 func (h *Head) ClientAddress() string {
 	return "ray://" + net.JoinHostPort(h.host, strconv.Itoa(h.clientPort))
 }
+
+// Token returns the head's authentication token; empty without
+// HeadOptions.TokenAuth.
+func (h *Head) Token() string { return h.token }
 
 // TempDir returns Ray's root temp dir for this head (sessions and logs live under it).
 func (h *Head) TempDir() string { return h.tempDir }
@@ -154,13 +164,13 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 		h.removeTempDir()
 		return nil, err
 	}
+	env, err := h.startEnv(rayBin, opts)
+	if err != nil {
+		h.removeTempDir()
+		return nil, err
+	}
 	h.cmd = exec.Command(rayBin, args...)
-	h.cmd.Env = headEnv(rayBin, opts.Env)
-	// Ray itself turns --node-ip-address=127.0.0.1 into the machine's
-	// routable address (services.resolve_ip_for_localhost), so gcs_server
-	// and raylet listen on all interfaces. Forcing loopback
-	// (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) breaks Ray's own clients, which
-	// resolve 127.0.0.1 the same way, so it is not done.
+	h.cmd.Env = env
 	h.cmd.Stdout = writers(h.tail, opts.Stdout)
 	h.cmd.Stderr = writers(h.tail, opts.Stderr)
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -230,7 +240,7 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if versionOK(ctx, client, url) {
+		if versionOK(ctx, client, url, h.token) {
 			return nil
 		}
 		select {
@@ -248,10 +258,13 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-func versionOK(ctx context.Context, client *http.Client, url string) bool {
+func versionOK(ctx context.Context, client *http.Client, url, token string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -57,9 +57,9 @@ func headEnv(rayBin string, extra []string) []string {
 	}
 	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
 	// Ray 2.60 turns token auth on for every new head once a token sits in
-	// ~/.ray/auth_token (a plain ray.init() writes one), and raystep's
-	// client would then be refused. A private head is owned by the step, so
-	// it runs without token auth unless the user chose a mode explicitly.
+	// ~/.ray/auth_token (a plain ray.init() writes one), with a token
+	// raystep's client does not know. A head without HeadOptions.TokenAuth
+	// (startEnv) therefore runs without it unless the user chose a mode.
 	if _, set := os.LookupEnv("RAY_AUTH_MODE"); !set {
 		env = append(env, "RAY_AUTH_MODE=disabled")
 	}

@@ -18,6 +18,9 @@
 // walking up to go.mod), else RAYSTEP_RAY_BIN, else ray on PATH. A missing
 // ray fails the test with the command that installs it: tests are never
 // skipped for want of Ray.
+//
+// A head runs without Ray's token authentication unless its options set
+// TokenAuth, as raystep's private heads do; Head.Token is then the token.
 package raytest
 
 import (

@@ -1,0 +1,89 @@
+package local
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// A private head is reachable from this machine only, and asks for a token.
+//
+// Ray turns --node-ip-address=127.0.0.1 into the machine's routable address
+// (services.resolve_ip_for_localhost) unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER
+// is 0, and then binds gcs_server, raylet, the object manager, the core
+// workers and the dashboard agent's servers on all interfaces. With the
+// variable at 0 the node keeps 127.0.0.1 and every one of them, Python and
+// C++, binds to loopback; the variable reaches the driver through the
+// raylet's environment, so its ray.init() finds the node by the same
+// address. Clients outside the head's environment (a `ray status` typed in
+// a shell) would look for the node under the machine's address, which is
+// why raystep never sends them to a private head.
+//
+// Token auth (HeadOptions.TokenAuth) adds a check that loopback alone does
+// not give on a machine shared with other users: the dashboard, its agent
+// and the runtime env agent answer 401 without the token, and Ray's gRPC
+// servers refuse calls without it.
+
+// loopbackEnv is the environment that keeps a head on host bound to
+// loopback; nothing when host is not a loopback address.
+func loopbackEnv(host string) []string {
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil
+	}
+	return []string{"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"}
+}
+
+// tokenFile is the name of the token file in a head's temp dir.
+const tokenFile = "auth_token"
+
+// startEnv is the environment of `ray start`: headEnv with loopback
+// binding and, with opts.TokenAuth, a new token written to a 0600 file
+// that Ray reads through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
+func (h *Head) startEnv(rayBin string, opts HeadOptions) ([]string, error) {
+	extra := loopbackEnv(h.host)
+	if opts.TokenAuth {
+		path, token, err := writeToken(h.tempDir)
+		if err != nil {
+			return nil, err
+		}
+		h.token = token
+		// RAY_AUTH_TOKEN would win over the path; empty, Ray skips it.
+		extra = append(extra, "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=", "RAY_AUTH_TOKEN_PATH="+path)
+	}
+	// exec.Cmd uses the last value of a repeated key, so these win over
+	// headEnv's defaults and the inherited environment.
+	return headEnv(rayBin, append(extra, opts.Env...)), nil
+}
+
+// writeToken writes a fresh random token to dir/auth_token, readable by
+// this user only, and returns the file and the token.
+func writeToken(dir string) (path, token string, err error) {
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", "", fmt.Errorf("make ray auth token: %w", err)
+	}
+	token = hex.EncodeToString(buf)
+	path = filepath.Join(dir, tokenFile)
+	// A file left by an earlier start in the same dir is replaced, so
+	// O_EXCL makes sure the new one has mode 0600.
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("replace ray auth token %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", fmt.Errorf("write ray auth token: %w", err)
+	}
+	if _, err := f.WriteString(token + "\n"); err != nil {
+		_ = f.Close()
+		return "", "", fmt.Errorf("write ray auth token %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", "", fmt.Errorf("write ray auth token %s: %w", path, err)
+	}
+	return path, token, nil
+}
