@@ -74,11 +74,14 @@ type fakeJobs struct {
 	get    func(ctx context.Context, id string) (JobInfo, error)
 	stop   func(ctx context.Context, id string) (bool, error)
 	tail   func(ctx context.Context, id string, onLine func(string)) error
+
+	excludes []string // the last upload's
 }
 
 var _ Jobs = (*fakeJobs)(nil)
 
-func (j *fakeJobs) UploadWorkingDir(ctx context.Context, dir string) (string, error) {
+func (j *fakeJobs) UploadWorkingDir(ctx context.Context, dir string, excludes []string) (string, error) {
+	j.excludes = excludes
 	return j.upload(ctx, dir)
 }
 func (j *fakeJobs) Submit(ctx context.Context, req JobRequest) (string, error) {
