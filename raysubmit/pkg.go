@@ -40,6 +40,8 @@ type PackageOptions struct {
 	MaxSize int64
 	// MaxEntries overrides MaxWorkingDirEntries.
 	MaxEntries int
+	// TempDir is where BuildPackage writes the zip; os.TempDir() when empty.
+	TempDir string
 }
 
 // zipEpoch is the timestamp of every entry, so equal trees zip to equal bytes.
@@ -72,7 +74,7 @@ func BuildPackage(ctx context.Context, dir string, opts PackageOptions) (*Packag
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp("", "raystep-pkg-*.zip")
+	tmp, err := os.CreateTemp(opts.TempDir, "raystep-pkg-*.zip")
 	if err != nil {
 		return nil, fmt.Errorf("create package file: %w", err)
 	}

@@ -235,9 +235,9 @@ func (w *walker) add(e entry) error {
 	}
 	switch {
 	case s.Bytes > w.maxBytes:
-		return fmt.Errorf("its files add up to more than %s (stopped counting at %s in %d files); "+
+		return fmt.Errorf("its files add up to more than %s (stopped counting at %s); "+
 			"Ray takes a package under %s: exclude %s with runtimeEnv.excludes, .rayignore or .gitignore: %w",
-			mib(w.maxBytes), mib(s.Bytes), s.Files, mib(w.maxBytes), w.largest(true), ErrPackageTooLarge)
+			mib(w.maxBytes), mib(s.Bytes), mib(w.maxBytes), w.largest(true), ErrPackageTooLarge)
 	case s.Files+s.Dirs > w.maxEntries:
 		return fmt.Errorf("it holds more than %d files and directories (stopped counting there): "+
 			"exclude %s with runtimeEnv.excludes, .rayignore or .gitignore: %w",
