@@ -86,8 +86,8 @@ func BuildPackage(ctx context.Context, dir string, opts PackageOptions) (*Packag
 	}
 	limit := cmp.Or(opts.MaxSize, MaxPackageSize)
 	if err == nil && size >= limit {
-		err = fmt.Errorf("working dir %s zips to %s, Ray takes less than %s: exclude large files "+
-			"with runtimeEnv.excludes, .rayignore or .gitignore: %w", dir, mib(size), mib(limit), ErrPackageTooLarge)
+		err = fmt.Errorf("%w: working dir %s zips to %s, Ray takes less than %s: exclude large files "+
+			"with runtimeEnv.excludes, .rayignore or .gitignore", ErrPackageTooLarge, dir, mib(size), mib(limit))
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())

@@ -235,13 +235,13 @@ func (w *walker) add(e entry) error {
 	}
 	switch {
 	case s.Bytes > w.maxBytes:
-		return fmt.Errorf("its files add up to more than %s (stopped counting at %s); "+
-			"Ray takes a package under %s: exclude %s with runtimeEnv.excludes, .rayignore or .gitignore: %w",
-			mib(w.maxBytes), mib(s.Bytes), mib(w.maxBytes), w.largest(true), ErrPackageTooLarge)
+		return fmt.Errorf("%w: its files add up to more than %s (stopped counting at %s), Ray takes a package "+
+			"under %s: exclude %s with runtimeEnv.excludes, .rayignore or .gitignore",
+			ErrPackageTooLarge, mib(w.maxBytes), mib(s.Bytes), mib(w.maxBytes), w.largest(true))
 	case s.Files+s.Dirs > w.maxEntries:
-		return fmt.Errorf("it holds more than %d files and directories (stopped counting there): "+
-			"exclude %s with runtimeEnv.excludes, .rayignore or .gitignore: %w",
-			w.maxEntries, w.largest(false), ErrPackageTooLarge)
+		return fmt.Errorf("%w: it holds more than %d files and directories (stopped counting there): "+
+			"exclude %s with runtimeEnv.excludes, .rayignore or .gitignore",
+			ErrPackageTooLarge, w.maxEntries, w.largest(false))
 	}
 	return nil
 }

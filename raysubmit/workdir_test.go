@@ -114,7 +114,7 @@ func TestCheckWorkingDir(t *testing.T) {
 		{
 			name:    "over the size limit",
 			files:   map[string]string{"main.py": "", "data/big.bin#": "600Mi", "venv/lib.so#": "10Mi"},
-			wantErr: "its files add up to more than 512.0 MiB (stopped counting at 600.0 MiB); Ray takes a package under 512.0 MiB: exclude the largest: data/ (600.0 MiB) with runtimeEnv.excludes",
+			wantErr: "package too large for Ray: its files add up to more than 512.0 MiB (stopped counting at 600.0 MiB), Ray takes a package under 512.0 MiB: exclude the largest: data/ (600.0 MiB) with runtimeEnv.excludes",
 			tooBig:  true,
 		},
 		{
@@ -127,7 +127,7 @@ func TestCheckWorkingDir(t *testing.T) {
 			name:    "too many entries",
 			files:   map[string]string{"a": "", "b/1": "", "b/2": "", "b/3": ""},
 			opts:    raysubmit.PackageOptions{MaxEntries: 3},
-			wantErr: "it holds more than 3 files and directories (stopped counting there): exclude the largest: b/ (3 entries), a (1 entries)",
+			wantErr: "package too large for Ray: it holds more than 3 files and directories (stopped counting there): exclude the largest: b/ (3 entries), a (1 entries)",
 			tooBig:  true,
 		},
 		{
