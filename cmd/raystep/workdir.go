@@ -36,7 +36,7 @@ func checkWorkingDir(ctx context.Context, file string, spec *schemas.Spec) error
 // schema has checked are strings.
 func excludesOf(env map[string]any) []string {
 	list, _ := env["excludes"].([]any)
-	out := make([]string, 0, len(list))
+	var out []string
 	for _, v := range list {
 		if s, ok := v.(string); ok {
 			out = append(out, s)
