@@ -226,12 +226,12 @@ func TestBuildPackageDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := raysubmit.PackageOptions{Excludes: []string{"excluded"}}
-	pa, err := raysubmit.BuildPackage(a, opts)
+	pa, err := raysubmit.BuildPackage(ctx(t), a, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pa.Remove()
-	pb, err := raysubmit.BuildPackage(b, opts)
+	pb, err := raysubmit.BuildPackage(ctx(t), b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestBuildPackageTooLarge(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "blob"), []byte(strings.Repeat("x", 4096)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := raysubmit.BuildPackage(dir, raysubmit.PackageOptions{MaxSize: 64})
+	_, err := raysubmit.BuildPackage(ctx(t), dir, raysubmit.PackageOptions{MaxSize: 64})
 	if !errors.Is(err, raysubmit.ErrPackageTooLarge) {
 		t.Errorf("BuildPackage = %v, want ErrPackageTooLarge", err)
 	}

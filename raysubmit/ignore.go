@@ -2,127 +2,123 @@ package raysubmit
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"path"
-	"regexp"
+	"path/filepath"
 	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
 
-// ignoreRule is one gitignore-style pattern, compiled.
-type ignoreRule struct {
-	base    string // directory (slash-separated, relative to the root) the rule applies under
-	re      *regexp.Regexp
-	negate  bool
-	dirOnly bool
+// PatternError is an exclude pattern, or a line of a .gitignore or
+// .rayignore file, that is not a valid gitignore pattern.
+type PatternError struct {
+	// File is the ignore file, empty for PackageOptions.Excludes.
+	File string
+	// Index is the pattern's index in Excludes, or its 1-based line in File.
+	Index int
+	// Pattern is the pattern as written.
+	Pattern string
+	// Err says what is wrong with it.
+	Err error
 }
 
-// ignoreSet holds rules in the order they apply; the last match wins, as in git.
-type ignoreSet []ignoreRule
+// Error names the pattern and where it was written.
+func (e *PatternError) Error() string {
+	if e.File == "" {
+		return fmt.Sprintf("excludes[%d] %q: %v", e.Index, e.Pattern, e.Err)
+	}
+	return fmt.Sprintf("%s:%d: pattern %q: %v", e.File, e.Index, e.Pattern, e.Err)
+}
 
-// parseIgnore compiles gitignore-style lines found in directory base.
-func parseIgnore(base string, lines []string) ignoreSet {
-	var set ignoreSet
-	for _, line := range lines {
+// Unwrap returns the reason.
+func (e *PatternError) Unwrap() error { return e.Err }
+
+// errBadPattern is the reason for a pattern with a broken [class] or a
+// trailing backslash.
+var errBadPattern = errors.New("not a valid gitignore pattern (an unclosed [ or a trailing \\?)")
+
+// ignoreRules are gitignore patterns in increasing priority, matched by
+// go-git's gitignore package (git's own rules: the last matching pattern
+// wins, a pattern applies under the directory of the file it is in).
+type ignoreRules []gitignore.Pattern
+
+// defaultRules leave out .git directories (Ray packages them; they are
+// rarely wanted on a cluster and often the biggest part of a checkout).
+func defaultRules() ignoreRules { return ignoreRules{gitignore.ParsePattern(".git/", nil)} }
+
+// ignored reports whether the slash path rel (relative to the root) is
+// excluded.
+func (r ignoreRules) ignored(rel string, isDir bool) bool {
+	return gitignore.NewMatcher(r).Match(strings.Split(rel, "/"), isDir)
+}
+
+// parsePattern compiles one line found in directory domain (split at
+// slashes, nil for the root); ok is false for blank lines and comments.
+// go-git matches a broken pattern as nothing, so it is refused here.
+func parsePattern(line string, domain []string) (p gitignore.Pattern, ok bool, err error) {
+	if !strings.HasSuffix(line, `\ `) {
 		line = strings.TrimRight(line, " \t\r")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	}
+	if line == "" || strings.HasPrefix(line, "#") {
+		return nil, false, nil
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(line, "!"), "/") {
+		if _, err := path.Match(seg, ""); err != nil {
+			return nil, false, errBadPattern
 		}
-		r := ignoreRule{base: base}
-		if strings.HasPrefix(line, "!") {
-			r.negate, line = true, line[1:]
-		}
-		line = strings.TrimPrefix(line, `\`)
-		if strings.HasSuffix(line, "/") {
-			r.dirOnly, line = true, strings.TrimRight(line, "/")
-		}
-		anchored := strings.Contains(line, "/")
-		line = strings.TrimPrefix(line, "/")
-		if line == "" {
-			continue
-		}
-		expr := globRegexp(line)
-		if !anchored {
-			expr = "(?:.*/)?" + expr
-		}
-		re, err := regexp.Compile("^" + expr + "$")
+	}
+	return gitignore.ParsePattern(line, domain), true, nil
+}
+
+// excludeRules compiles PackageOptions.Excludes, patterns relative to the
+// root.
+func excludeRules(excludes []string) (ignoreRules, error) {
+	var rules ignoreRules
+	for i, line := range excludes {
+		p, ok, err := parsePattern(line, nil)
 		if err != nil {
-			continue
+			return nil, &PatternError{Index: i, Pattern: line, Err: err}
 		}
-		r.re = re
-		set = append(set, r)
-	}
-	return set
-}
-
-// globRegexp translates a gitignore glob (with ** segments) to a regexp.
-func globRegexp(glob string) string {
-	var b strings.Builder
-	for i := 0; i < len(glob); i++ {
-		c := glob[i]
-		switch {
-		case strings.HasPrefix(glob[i:], "**/"):
-			b.WriteString("(?:.*/)?")
-			i += 2
-		case strings.HasPrefix(glob[i:], "/**") && i+3 == len(glob):
-			b.WriteString("/.*")
-			i += 2
-		case strings.HasPrefix(glob[i:], "**"):
-			b.WriteString(".*")
-			i++
-		case c == '*':
-			b.WriteString("[^/]*")
-		case c == '?':
-			b.WriteString("[^/]")
-		case c == '[':
-			j := strings.IndexByte(glob[i:], ']')
-			if j < 0 {
-				b.WriteString(`\[`)
-				continue
-			}
-			class := strings.Replace(glob[i+1:i+j], "!", "^", 1)
-			b.WriteString("[" + class + "]")
-			i += j
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+		if ok {
+			rules = append(rules, p)
 		}
 	}
-	return b.String()
+	return rules, nil
 }
 
-// ignored reports whether rel (slash-separated, relative to the root) is
-// excluded. A path under an excluded directory never gets here: the walk
-// does not descend into it.
-func (s ignoreSet) ignored(rel string, isDir bool) bool {
-	ignored := false
-	for _, r := range s {
-		if r.dirOnly && !isDir {
-			continue
-		}
-		sub := rel
-		if r.base != "" {
-			if !strings.HasPrefix(rel, r.base+"/") {
-				continue
-			}
-			sub = strings.TrimPrefix(rel, r.base+"/")
-		}
-		if r.re.MatchString(sub) {
-			ignored = !r.negate
-		}
+// readIgnoreFile returns the patterns of dir/name, whose slash path
+// relative to the root is rel ("" for the root); none when it does not
+// exist.
+func readIgnoreFile(dir, rel, name string) (ignoreRules, error) {
+	file := filepath.Join(dir, name)
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	return ignored
-}
-
-// readIgnoreFile returns the rules of dir/name (slash path base), if any.
-func readIgnoreFile(dir, base, name string) ignoreSet {
-	f, err := os.Open(path.Join(dir, name))
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
+	var domain []string
+	if rel != "" {
+		domain = strings.Split(rel, "/")
 	}
-	return parseIgnore(base, lines)
+	var rules ignoreRules
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		p, ok, err := parsePattern(sc.Text(), domain)
+		if err != nil {
+			return nil, &PatternError{File: file, Index: n, Pattern: sc.Text(), Err: err}
+		}
+		if ok {
+			rules = append(rules, p)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return rules, nil
 }

@@ -117,8 +117,15 @@ func TestLineWriter(t *testing.T) {
 }
 
 func TestIgnoreRules(t *testing.T) {
-	rules := parseIgnore("", []string{"# comment", "*.pyc", "/build", "data/", "!keep.pyc", "docs/**/*.md", "sub/x?.txt"})
-	rules = append(rules, parseIgnore("pkg", []string{"secret.txt"})...)
+	rules, err := excludeRules([]string{"# comment", "", "*.pyc", "/build", "data/", "!keep.pyc", "docs/**/*.md", "sub/x?.txt", `\#hash`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok, err := parsePattern("secret.txt", []string{"pkg"})
+	if err != nil || !ok {
+		t.Fatalf("parsePattern = %v, %v", ok, err)
+	}
+	rules = append(rules, p)
 	tests := []struct {
 		path  string
 		isDir bool
@@ -139,6 +146,7 @@ func TestIgnoreRules(t *testing.T) {
 		{path: "pkg/secret.txt", want: true},
 		{path: "secret.txt", want: false},
 		{path: "main.py", want: false},
+		{path: "#hash", want: true},
 	}
 	for _, tt := range tests {
 		if got := rules.ignored(tt.path, tt.isDir); got != tt.want {

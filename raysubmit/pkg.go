@@ -2,6 +2,7 @@ package raysubmit
 
 import (
 	"archive/zip"
+	"cmp"
 	"context"
 	"crypto/sha1" //nolint:gosec // Ray names packages by SHA-1; not a security boundary
 	"encoding/hex"
@@ -11,9 +12,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -30,13 +28,20 @@ var ErrPackageTooLarge = errors.New("package too large for Ray")
 
 // PackageOptions says what goes into a working-directory package.
 type PackageOptions struct {
-	// Excludes are gitignore-style patterns relative to the directory.
+	// Excludes are gitignore patterns relative to the directory, matched
+	// as a .gitignore file at its root would be, and over any .gitignore
+	// or .rayignore file.
 	Excludes []string
 	// IgnoreGitignore disables honouring .gitignore files (.rayignore
 	// files are always honoured, as Ray does).
 	IgnoreGitignore bool
 	// MaxSize overrides MaxPackageSize, for clusters that raise the limit.
+	// It bounds the files' total size before compression and the zip.
 	MaxSize int64
+	// MaxEntries overrides MaxWorkingDirEntries.
+	MaxEntries int
+	// TempDir is where BuildPackage writes the zip; os.TempDir() when empty.
+	TempDir string
 }
 
 // zipEpoch is the timestamp of every entry, so equal trees zip to equal bytes.
@@ -60,30 +65,29 @@ func (p *Package) Remove() error { return os.Remove(p.Path) }
 
 // BuildPackage zips dir deterministically (entries sorted, fixed
 // timestamps, .git, .gitignore'd, .rayignore'd and excluded paths left
-// out) into a temporary file named by content hash. A package of the
-// maximum size or more is ErrPackageTooLarge.
-func BuildPackage(dir string, opts PackageOptions) (*Package, error) {
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("working dir %s: not a directory", dir)
+// out) into a temporary file named by content hash. It checks dir as
+// CheckWorkingDir does before writing anything, and stops soon after ctx
+// ends, leaving no file behind. A package of the maximum size or more is
+// ErrPackageTooLarge.
+func BuildPackage(ctx context.Context, dir string, opts PackageOptions) (*Package, error) {
+	t, err := walkWorkingDir(ctx, dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp("", "raystep-pkg-*.zip")
+	tmp, err := os.CreateTemp(opts.TempDir, "raystep-pkg-*.zip")
 	if err != nil {
 		return nil, fmt.Errorf("create package file: %w", err)
 	}
 	h := sha1.New() //nolint:gosec // see import
-	err = writeZip(io.MultiWriter(tmp, h), dir, opts)
+	err = writeZip(ctx, io.MultiWriter(tmp, h), t.entries)
 	size, _ := tmp.Seek(0, io.SeekCurrent)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	limit := opts.MaxSize
-	if limit == 0 {
-		limit = MaxPackageSize
-	}
+	limit := cmp.Or(opts.MaxSize, MaxPackageSize)
 	if err == nil && size >= limit {
-		err = fmt.Errorf("working dir %s zips to %d bytes, Ray accepts less than %d: exclude large files "+
-			"with .gitignore, .rayignore or excludes: %w", dir, size, limit, ErrPackageTooLarge)
+		err = fmt.Errorf("%w: working dir %s zips to %s, Ray takes less than %s: exclude large files "+
+			"with runtimeEnv.excludes, .rayignore or .gitignore", ErrPackageTooLarge, dir, mib(size), mib(limit))
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
@@ -93,83 +97,57 @@ func BuildPackage(dir string, opts PackageOptions) (*Package, error) {
 	return &Package{Name: name, Path: tmp.Name(), Size: size}, nil
 }
 
-func writeZip(w io.Writer, root string, opts PackageOptions) error {
+// writeZip writes entries, in order, as a zip.
+func writeZip(ctx context.Context, w io.Writer, entries []entry) error {
 	zw := zip.NewWriter(w)
-	rules := parseIgnore("", append([]string{".git/"}, opts.Excludes...))
-	if err := addDir(zw, root, "", rules, !opts.IgnoreGitignore); err != nil {
-		return err
+	for _, e := range entries {
+		if err := addEntry(ctx, zw, e); err != nil {
+			return err
+		}
 	}
 	return zw.Close()
 }
 
-// addDir adds the entries of root/rel in name order, recursively.
-func addDir(zw *zip.Writer, root, rel string, rules ignoreSet, gitignore bool) error {
-	dir := filepath.Join(root, filepath.FromSlash(rel))
-	rules = append(rules[:len(rules):len(rules)], readIgnoreFile(dir, rel, ".rayignore")...)
-	if gitignore {
-		rules = append(rules, readIgnoreFile(dir, rel, ".gitignore")...)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	for _, e := range entries {
-		name := path.Join(rel, e.Name())
-		info, err := os.Stat(filepath.Join(dir, e.Name())) // follows symlinks
-		if err != nil {
-			return err
-		}
-		if rules.ignored(name, info.IsDir()) {
-			continue
-		}
-		if info.IsDir() {
-			if e.Type()&fs.ModeSymlink != 0 {
-				continue // avoid cycles
-			}
-			if err := addEntry(zw, name+"/", info, ""); err != nil {
-				return err
-			}
-			if err := addDir(zw, root, name, rules, gitignore); err != nil {
-				return err
-			}
-			continue
-		}
-		if info.Mode().IsRegular() {
-			if err := addEntry(zw, name, info, filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func addEntry(zw *zip.Writer, name string, info fs.FileInfo, file string) error {
-	hdr := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: zipEpoch}
+func addEntry(ctx context.Context, zw *zip.Writer, e entry) error {
+	hdr := &zip.FileHeader{Name: e.name, Method: zip.Deflate, Modified: zipEpoch}
 	mode := fs.FileMode(0o644)
-	if info.IsDir() {
+	if e.src == "" {
 		mode, hdr.Method = fs.ModeDir|0o755, zip.Store
-	} else if info.Mode()&0o111 != 0 {
+	} else if e.info.Mode()&0o111 != 0 {
 		mode = 0o755
 	}
 	hdr.SetMode(mode)
 	w, err := zw.CreateHeader(hdr)
-	if err != nil || file == "" {
+	if err != nil || e.src == "" {
 		return err
 	}
-	f, err := os.Open(file)
+	f, err := os.Open(e.src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	_, err = io.Copy(w, f)
+	_, err = io.Copy(w, ctxReader{ctx: ctx, r: f})
 	return err
+}
+
+// ctxReader fails its next Read once ctx is done, so a copy of a big file
+// stops within one buffer (32 KiB with io.Copy) of a cancel.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // UploadWorkingDir packages dir and uploads it unless the cluster already
 // has it, and returns the URI for runtime_env.working_dir.
 func (c *Client) UploadWorkingDir(ctx context.Context, dir string, opts PackageOptions) (string, error) {
-	pkg, err := BuildPackage(dir, opts)
+	pkg, err := BuildPackage(ctx, dir, opts)
 	if err != nil {
 		return "", err
 	}

@@ -76,11 +76,14 @@ type fakeJobs struct {
 	tail   func(ctx context.Context, id string, onLine func(string)) error
 	// follow, when set, is Tail with its outage reports; tail is not called.
 	follow func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error
+
+	excludes []string // the last upload's
 }
 
 var _ Jobs = (*fakeJobs)(nil)
 
-func (j *fakeJobs) UploadWorkingDir(ctx context.Context, dir string) (string, error) {
+func (j *fakeJobs) UploadWorkingDir(ctx context.Context, dir string, excludes []string) (string, error) {
+	j.excludes = excludes
 	return j.upload(ctx, dir)
 }
 func (j *fakeJobs) Submit(ctx context.Context, req JobRequest) (string, error) {

@@ -68,7 +68,7 @@ func (s *state) upload(ctx context.Context) error {
 	if s.step.WorkingDir == "" {
 		return nil
 	}
-	uri, err := s.jobs.UploadWorkingDir(ctx, s.step.WorkingDir)
+	uri, err := s.jobs.UploadWorkingDir(ctx, s.step.WorkingDir, s.step.Excludes)
 	if err != nil {
 		return fmt.Errorf("upload working dir %s: %w", s.step.WorkingDir, err)
 	}

@@ -23,6 +23,9 @@ type Step struct {
 	// WorkingDir is a local directory uploaded as the job's working_dir;
 	// empty for none.
 	WorkingDir string
+	// Excludes are gitignore patterns (relative to WorkingDir) of paths
+	// left out of its package: the runtime_env's excludes.
+	Excludes []string
 	// RuntimeEnv is the spec's runtime_env (pip, env_vars, ...). The runner
 	// copies it; it never changes the caller's map.
 	RuntimeEnv map[string]any

@@ -141,6 +141,9 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 		return runner.Step{}, nil, err
 	}
 	spec, err := schemas.Load(o.file, schemas.LoadOptions{Set: o.set, Profile: profile})
+	if err == nil {
+		err = checkWorkingDir(cmd.Context(), o.file, spec)
+	}
 	if err != nil {
 		return runner.Step{}, nil, err
 	}

@@ -24,6 +24,7 @@ func stepFromSpec(spec *schemas.Spec, sess *pipes.Session) (runner.Step, error) 
 		Kind:       string(js.Kind),
 		Entrypoint: js.Entrypoint,
 		WorkingDir: js.WorkingDir,
+		Excludes:   excludesOf(js.RuntimeEnv),
 		RuntimeEnv: js.RuntimeEnv,
 		Resources: runner.Resources{
 			CPUs:   js.EntrypointResources.CPUs,

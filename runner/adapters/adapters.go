@@ -60,9 +60,10 @@ func Connect(ctx context.Context, d runner.Dashboard) (runner.Jobs, error) {
 	return Connector{}.Connect(ctx, d)
 }
 
-// UploadWorkingDir uploads dir as a content-hashed package.
-func (j Jobs) UploadWorkingDir(ctx context.Context, dir string) (string, error) {
-	return j.Client.UploadWorkingDir(ctx, dir, raysubmit.PackageOptions{})
+// UploadWorkingDir uploads dir, without what excludes match, as a
+// content-hashed package.
+func (j Jobs) UploadWorkingDir(ctx context.Context, dir string, excludes []string) (string, error) {
+	return j.Client.UploadWorkingDir(ctx, dir, raysubmit.PackageOptions{Excludes: excludes})
 }
 
 // Submit submits r; a taken submission id wraps runner.ErrAlreadySubmitted.
