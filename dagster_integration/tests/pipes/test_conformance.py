@@ -286,7 +286,13 @@ def _check_sample_metadata(metadata: dict[str, Any]) -> None:
     assert metadata["null"] == MetadataValue.null()
     assert metadata["md"] == MetadataValue.md("**markdown**")
     assert metadata["json"] == MetadataValue.json(
-        {"quux": {"a": 1, "b": 2}, "corge": None, "qux": [1, 2, 3], "foo": "bar", "baz": 1}
+        {
+            "quux": {"a": 1, "b": 2},
+            "corge": None,
+            "qux": [1, 2, 3],
+            "foo": "bar",
+            "baz": 1,
+        }
     )
     assert metadata["dagster_run"] == MetadataValue.dagster_run(
         "db892d7f-0031-4747-973d-22e8b9095d9d"
