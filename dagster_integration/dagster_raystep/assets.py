@@ -14,6 +14,14 @@ DEFAULT_RESOURCE_KEY = "raystep"
 
 _KINDS = {"ray", "raystep"}
 
+SUMMARY_KEY = "summary"
+"""SUMMARY_KEY is the text metadata entry of a driver's check result that becomes its description.
+
+Pipes carries no description for an asset check: a driver that reports
+`{"summary": "auc 0.886 < threshold 0.99"}` gets that sentence shown as the evaluation's
+description, above its metadata.
+"""
+
 AssetRef = (
     str | Sequence[str] | dg.AssetKey | dg.AssetsDefinition | dg.AssetSpec | dg.AssetDep
 )
@@ -77,7 +85,10 @@ def raystep_asset(
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
-        yield from invocation.get_results()  # type: ignore[misc]
+        for result in invocation.get_results():
+            if isinstance(result, dg.AssetCheckResult):
+                result = _described(result)
+            yield result
 
     return _asset
 
@@ -97,7 +108,8 @@ def raystep_asset_check(
     """Return an asset check evaluated by `raystep run -f spec`.
 
     The Ray driver reports the check with `report_asset_check(check_name=name,
-    asset_key=...)`; it learns the asset key from the Pipes extras' `asset_checks`. With
+    asset_key=...)`; it learns the asset key from the Pipes extras' `asset_checks`. A text
+    metadata entry `summary` (the verdict in one sentence) becomes the result's description. With
     `blocking=True` a failed ERROR-severity check stops downstream assets in the same run.
     """
     spec_path = os.fspath(spec)
@@ -119,6 +131,14 @@ def raystep_asset_check(
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
-        return invocation.get_asset_check_result()
+        return _described(invocation.get_asset_check_result())
 
     return _check
+
+
+def _described(result: dg.AssetCheckResult) -> dg.AssetCheckResult:
+    """Return result with its `summary` text metadata as the description, unless it has one."""
+    summary = result.metadata.get(SUMMARY_KEY)
+    if result.description is not None or not isinstance(summary, dg.TextMetadataValue):
+        return result
+    return result._replace(description=summary.value)
