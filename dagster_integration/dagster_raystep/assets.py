@@ -10,7 +10,11 @@ from pydantic import Field
 from dagster_raystep.resource import OverrideValue, RaystepResource
 
 DEFAULT_RESOURCE_KEY = "raystep"
-"""DEFAULT_RESOURCE_KEY is the resource key the factories expect a RaystepResource under."""
+"""DEFAULT_RESOURCE_KEY is the resource key the factories expect a RaystepResource under.
+
+Their assets and checks take the resource as a typed parameter of that name, so Dagster checks
+its type when the definitions load.
+"""
 
 _KINDS = {"ray", "raystep"}
 
@@ -52,7 +56,6 @@ def raystep_asset(
     metadata: Mapping[str, Any] | None = None,
     partitions_def: dg.PartitionsDefinition | None = None,
     retry_policy: dg.RetryPolicy | None = None,
-    resource_key: str = DEFAULT_RESOURCE_KEY,
 ) -> dg.AssetsDefinition:
     """Return an asset that is materialized by `raystep run -f spec`.
 
@@ -76,12 +79,12 @@ def raystep_asset(
         metadata={"raystep/spec": dg.MetadataValue.path(spec_path), **(metadata or {})},
         partitions_def=partitions_def,
         retry_policy=retry_policy,
-        required_resource_keys={resource_key},
     )
     def _asset(
-        context: dg.AssetExecutionContext, config: RaystepRunConfig
-    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-        raystep: RaystepResource = getattr(context.resources, resource_key)
+        context: dg.AssetExecutionContext,
+        config: RaystepRunConfig,
+        raystep: RaystepResource,
+    ) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult]:
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
@@ -103,7 +106,6 @@ def raystep_asset_check(
     description: str | None = None,
     additional_deps: Iterable[AssetRef] | None = None,
     retry_policy: dg.RetryPolicy | None = None,
-    resource_key: str = DEFAULT_RESOURCE_KEY,
 ) -> dg.AssetChecksDefinition:
     """Return an asset check evaluated by `raystep run -f spec`.
 
@@ -121,13 +123,13 @@ def raystep_asset_check(
         blocking=blocking,
         additional_deps=additional_deps,
         retry_policy=retry_policy,
-        required_resource_keys={resource_key},
         metadata={"raystep/spec": dg.MetadataValue.path(spec_path)},
     )
     def _check(
-        context: dg.AssetCheckExecutionContext, config: RaystepRunConfig
+        context: dg.AssetCheckExecutionContext,
+        config: RaystepRunConfig,
+        raystep: RaystepResource,
     ) -> dg.AssetCheckResult:
-        raystep: RaystepResource = getattr(context.resources, resource_key)
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
