@@ -150,7 +150,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, not
 }
 
 // closeSession closes the Pipes session, with err as the exception after
-// an ERROR log line so Dagster shows raystep's error; a session already
+// an ERROR log line so Dagster shows raystep's error; a session the runner
 // closed is left alone. As with the runner's own messages, a failure to
 // tell Dagster fails a step that otherwise succeeded as infrastructure
 // (exit 3); after a failed step, whose error keeps deciding the exit
@@ -161,6 +161,9 @@ func (a *app) closeSession(sess *pipes.Session, err error) error {
 		perr = sess.Close(nil)
 	} else {
 		perr = sess.Log(pipes.LevelError, "raystep failed: "+err.Error())
+		if errors.Is(perr, pipes.ErrClosed) {
+			return err // the runner closed it, with err
+		}
 		exc := adapters.Exception(&runner.Exception{Name: exceptionName(err), Message: err.Error()})
 		if cerr := sess.Close(exc); perr == nil {
 			perr = cerr // a log that failed says why; the close fails alike
