@@ -165,8 +165,8 @@ func TestRunNoClusterAtAddress(t *testing.T) {
 	if exc["name"] != "InfrastructureError" || !strings.Contains(exc["message"].(string), "does not answer") {
 		t.Errorf("closed exception = %v, want InfrastructureError saying the dashboard does not answer", exc)
 	}
-	if n := strings.Count(stderr, "does not answer"); n != 1 {
-		t.Errorf("stderr says it %d times, want once:\n%s", n, stderr)
+	if n := strings.Count(stderr, "does not answer"); n != 1 || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr says it %d times, want once and nothing else:\n%s", n, stderr)
 	}
 }
 

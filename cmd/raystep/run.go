@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
@@ -88,10 +90,10 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
 	}
-	step, backend, err := a.prepare(cmd, o, sess)
+	notices := &notices{sess: sess, log: a.log}
+	step, backend, err := a.prepare(cmd, o, sess, notices.send)
 	if err != nil {
-		closeFailed(sess, err)
-		return err
+		return a.closeSession(sess, err)
 	}
 	r := &runner.Runner{
 		Backend:         backend,
@@ -107,7 +109,10 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 		r.Progress = a.console()
 	}
 	_, err = r.Run(ctx, step)
-	closeFailed(sess, err) // Run closed it already; this covers Run refusing the step
+	if err == nil {
+		err = notices.failure()
+	}
+	err = a.closeSession(sess, err) // Run closed it already; this covers Run refusing the step
 	if err != nil && r.Progress != nil {
 		err = &shownError{err} // Run's last progress line said it
 	}
@@ -133,9 +138,10 @@ func (o runOptions) pipesArgs() []string {
 	return args
 }
 
-// prepare loads the profile and spec and builds the step and its backend;
+// prepare loads the profile and spec and builds the step and its backend,
+// which tells the user about choices made for them through notice;
 // nothing is started.
-func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, runner.Backend, error) {
+func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, notice func(string)) (runner.Step, runner.Backend, error) {
 	profile, err := a.profile(cmd)
 	if err != nil {
 		return runner.Step{}, nil, err
@@ -154,10 +160,6 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	notice := func(msg string) { a.log.Warn(msg) }
-	if sess.Active() {
-		notice = func(msg string) { _ = sess.Log(pipes.LevelWarning, "raystep: "+msg) }
-	}
 	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step, notice)
 	if err != nil {
 		return runner.Step{}, nil, err
@@ -165,16 +167,71 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	return step, backend, nil
 }
 
-// closeFailed closes the Pipes session with err as the exception, after
-// an ERROR log line, so Dagster shows raystep's error. It does nothing on
-// a session already closed.
-func closeFailed(sess *pipes.Session, err error) {
+// closeSession closes the Pipes session, with err as the exception after
+// an ERROR log line so Dagster shows raystep's error; a session the runner
+// closed is left alone. As with the runner's own messages, a failure to
+// tell Dagster fails a step that otherwise succeeded as infrastructure
+// (exit 3); after a failed step, whose error keeps deciding the exit
+// code, it is printed on stderr beside that error.
+func (a *app) closeSession(sess *pipes.Session, err error) error {
+	var perr error
 	if err == nil || !sess.Active() {
-		_ = sess.Close(nil)
+		perr = sess.Close(nil)
+	} else {
+		perr = sess.Log(pipes.LevelError, "raystep failed: "+err.Error())
+		if errors.Is(perr, pipes.ErrClosed) {
+			return err // the runner closed it, with err
+		}
+		exc := adapters.Exception(&runner.Exception{Name: exceptionName(err), Message: err.Error()})
+		if cerr := sess.Close(exc); perr == nil {
+			perr = cerr // a log that failed says why; the close fails alike
+		}
+	}
+	if perr == nil {
+		return err
+	}
+	perr = &runner.InfraError{Phase: runner.PhaseReport, Err: fmt.Errorf("close the dagster pipes session: %w", perr)}
+	if err == nil {
+		return perr
+	}
+	a.report(perr)
+	return err
+}
+
+// notices tells the user about choices made for them and warnings from the
+// cluster: Dagster as WARNING log messages, a person on stderr. A notice
+// Dagster could not be sent is printed on stderr instead and remembered,
+// so that it fails a step that otherwise succeeded.
+type notices struct {
+	sess *pipes.Session
+	log  *zap.Logger
+	mu   sync.Mutex
+	err  error // the first notice Dagster could not be sent
+}
+
+// send delivers one notice; backends may call it from any goroutine.
+func (n *notices) send(msg string) {
+	if !n.sess.Active() {
+		n.log.Warn(msg)
 		return
 	}
-	_ = sess.Log(pipes.LevelError, "raystep failed: "+err.Error())
-	_ = sess.Close(adapters.Exception(&runner.Exception{Name: exceptionName(err), Message: err.Error()}))
+	err := n.sess.Log(pipes.LevelWarning, "raystep: "+msg)
+	if err == nil {
+		return
+	}
+	n.log.Warn(msg)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err == nil {
+		n.err = &runner.InfraError{Phase: runner.PhaseReport, Err: fmt.Errorf("send a notice to dagster: %w", err)}
+	}
+}
+
+// failure is the first notice Dagster could not be sent, nil if none.
+func (n *notices) failure() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
 }
 
 // exceptionName names errors raised before the runner ran.

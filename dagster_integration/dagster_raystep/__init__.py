@@ -8,6 +8,7 @@ to Dagster, and tears the cluster down.
 
 from dagster_raystep.assets import (
     DEFAULT_RESOURCE_KEY,
+    SUMMARY_KEY,
     RaystepRunConfig,
     raystep_asset,
     raystep_asset_check,
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_RESOURCE_KEY",
     "EXIT_CODES",
     "RAYSTEP_BIN_ENV",
+    "SUMMARY_KEY",
     "OverrideValue",
     "RaystepError",
     "RaystepResource",

@@ -10,9 +10,21 @@ from pydantic import Field
 from dagster_raystep.resource import OverrideValue, RaystepResource
 
 DEFAULT_RESOURCE_KEY = "raystep"
-"""DEFAULT_RESOURCE_KEY is the resource key the factories expect a RaystepResource under."""
+"""DEFAULT_RESOURCE_KEY is the resource key the factories expect a RaystepResource under.
+
+Their assets and checks take the resource as a typed parameter of that name, so Dagster checks
+its type when the definitions load.
+"""
 
 _KINDS = {"ray", "raystep"}
+
+SUMMARY_KEY = "summary"
+"""SUMMARY_KEY is the text metadata entry of a driver's check result that becomes its description.
+
+Pipes carries no description for an asset check: a driver that reports
+`{"summary": "auc 0.886 < threshold 0.99"}` gets that sentence shown as the evaluation's
+description, above its metadata.
+"""
 
 AssetRef = (
     str | Sequence[str] | dg.AssetKey | dg.AssetsDefinition | dg.AssetSpec | dg.AssetDep
@@ -44,7 +56,6 @@ def raystep_asset(
     metadata: Mapping[str, Any] | None = None,
     partitions_def: dg.PartitionsDefinition | None = None,
     retry_policy: dg.RetryPolicy | None = None,
-    resource_key: str = DEFAULT_RESOURCE_KEY,
 ) -> dg.AssetsDefinition:
     """Return an asset that is materialized by `raystep run -f spec`.
 
@@ -68,16 +79,19 @@ def raystep_asset(
         metadata={"raystep/spec": dg.MetadataValue.path(spec_path), **(metadata or {})},
         partitions_def=partitions_def,
         retry_policy=retry_policy,
-        required_resource_keys={resource_key},
     )
     def _asset(
-        context: dg.AssetExecutionContext, config: RaystepRunConfig
-    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-        raystep: RaystepResource = getattr(context.resources, resource_key)
+        context: dg.AssetExecutionContext,
+        config: RaystepRunConfig,
+        raystep: RaystepResource,
+    ) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult]:
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
-        yield from invocation.get_results()  # type: ignore[misc]
+        for result in invocation.get_results():
+            if isinstance(result, dg.AssetCheckResult):
+                result = _described(result)
+            yield result
 
     return _asset
 
@@ -92,12 +106,12 @@ def raystep_asset_check(
     description: str | None = None,
     additional_deps: Iterable[AssetRef] | None = None,
     retry_policy: dg.RetryPolicy | None = None,
-    resource_key: str = DEFAULT_RESOURCE_KEY,
 ) -> dg.AssetChecksDefinition:
     """Return an asset check evaluated by `raystep run -f spec`.
 
     The Ray driver reports the check with `report_asset_check(check_name=name,
-    asset_key=...)`; it learns the asset key from the Pipes extras' `asset_checks`. With
+    asset_key=...)`; it learns the asset key from the Pipes extras' `asset_checks`. A text
+    metadata entry `summary` (the verdict in one sentence) becomes the result's description. With
     `blocking=True` a failed ERROR-severity check stops downstream assets in the same run.
     """
     spec_path = os.fspath(spec)
@@ -109,16 +123,24 @@ def raystep_asset_check(
         blocking=blocking,
         additional_deps=additional_deps,
         retry_policy=retry_policy,
-        required_resource_keys={resource_key},
         metadata={"raystep/spec": dg.MetadataValue.path(spec_path)},
     )
     def _check(
-        context: dg.AssetCheckExecutionContext, config: RaystepRunConfig
+        context: dg.AssetCheckExecutionContext,
+        config: RaystepRunConfig,
+        raystep: RaystepResource,
     ) -> dg.AssetCheckResult:
-        raystep: RaystepResource = getattr(context.resources, resource_key)
         invocation = raystep.run(
             context, spec_path, overrides={**(overrides or {}), **config.overrides}
         )
-        return invocation.get_asset_check_result()
+        return _described(invocation.get_asset_check_result())
 
     return _check
+
+
+def _described(result: dg.AssetCheckResult) -> dg.AssetCheckResult:
+    """Return result with its `summary` text metadata as the description, unless it has one."""
+    summary = result.metadata.get(SUMMARY_KEY)
+    if result.description is not None or not isinstance(summary, dg.TextMetadataValue):
+        return result
+    return result._replace(description=summary.value)

@@ -2,23 +2,23 @@
 
 raystep itself speaks Pipes: it relays the Ray driver's logs, materializations and asset checks
 and adds its own metadata (`raystep/...` keys). This module only builds the command line, starts
-it through Dagster's `PipesSubprocessClient` and turns raystep's exit code into a step failure.
+it in a Pipes session (Dagster's `open_pipes_session`, with the temp-file context injector and
+message reader that `PipesSubprocessClient` uses) and turns raystep's exit code, read from the
+process itself, into a step failure.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
+import signal
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-
-# The subprocess client raises this (not exported by `dagster`) when the process exits non-zero.
-from dagster._core.errors import DagsterPipesExecutionError
 from pydantic import Field
 
 RAYSTEP_BIN_ENV = "RAYSTEP_BIN"
@@ -43,8 +43,6 @@ AnyContext = (
     dg.AssetExecutionContext | dg.OpExecutionContext | dg.AssetCheckExecutionContext
 )
 """AnyContext is the execution context of an asset, op or asset check."""
-
-_EXIT_CODE = re.compile(r"failed with code (-?\d+)")
 
 
 class RaystepError(dg.Failure):
@@ -83,18 +81,19 @@ def format_overrides(overrides: Mapping[str, OverrideValue] | None) -> list[str]
     return args
 
 
-class RaystepResource(dg.ConfigurableResource):
+class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dagster's own spelling
     """RaystepResource runs `raystep run -f SPEC` for an asset, asset check or op.
 
-    raystep is started through Dagster's `PipesSubprocessClient`, so the Ray driver's logs,
-    materializations and asset checks arrive in Dagster as they happen; `run` returns the
-    completed invocation, whose `get_results()` an asset returns. A non-zero exit fails the step
-    with a `RaystepError` that says what the exit code means.
+    raystep runs as a Dagster Pipes subprocess, so the Ray driver's logs, materializations and
+    asset checks arrive in Dagster as they happen; `run` returns the completed invocation, whose
+    `get_results()` an asset returns. A non-zero exit fails the step with a `RaystepError` that
+    says what the exit code means. A cancelled run sends raystep SIGINT, so it tears its cluster
+    down, and waits `termination_timeout_seconds` for it.
     """
 
     binary: str | None = Field(
         default=None,
-        description=f"Path or name of the raystep binary; default ${RAYSTEP_BIN_ENV}, else `raystep` on PATH.",
+        description=f"Path or name of the raystep binary; default ${RAYSTEP_BIN_ENV} (read as a dg.EnvVar), else `raystep` on PATH.",
     )
     backend: str | None = Field(
         default=None,
@@ -127,7 +126,7 @@ class RaystepResource(dg.ConfigurableResource):
 
     def resolve_binary(self) -> str:
         """Return the raystep executable to run, or raise a clear error when there is none."""
-        candidate = self.binary or os.environ.get(RAYSTEP_BIN_ENV) or "raystep"
+        candidate = self.binary or dg.EnvVar(RAYSTEP_BIN_ENV).get_value() or "raystep"
         if os.sep in candidate:
             if not os.access(candidate, os.X_OK) or not Path(candidate).is_file():
                 msg = f"raystep binary {candidate} is missing or not executable (build it with `make build`)"
@@ -188,21 +187,43 @@ class RaystepResource(dg.ConfigurableResource):
         )
         command = self.command(spec, overrides)
         op_context.log.info(f"raystep: {shlex.join(command)}")
-        client = dg.PipesSubprocessClient(
-            cwd=self.cwd, termination_timeout_seconds=self.termination_timeout_seconds
-        )
-        try:
-            return client.run(
-                context=op_context,
-                command=command,
-                extras={**_check_extras(op_context), **(extras or {})},
-                env=self.environment(env),
+        with dg.open_pipes_session(
+            context=op_context,
+            context_injector=dg.PipesTempFileContextInjector(),
+            message_reader=dg.PipesTempFileMessageReader(),
+            extras={**_check_extras(op_context), **(extras or {})},
+        ) as session:
+            code = self._wait(
+                op_context,
+                subprocess.Popen(
+                    command,
+                    cwd=self.cwd,
+                    env={
+                        **os.environ,
+                        **self.environment(env),
+                        **session.get_bootstrap_env_vars(),
+                    },
+                ),
             )
-        except DagsterPipesExecutionError as err:
-            match = _EXIT_CODE.search(str(err))
-            raise RaystepError(
-                os.fspath(spec), int(match.group(1)) if match else None
-            ) from err
+            if code != 0:
+                raise RaystepError(os.fspath(spec), code)
+        return dg.PipesClientCompletedInvocation(session)
+
+    def _wait(
+        self,
+        context: dg.AssetExecutionContext | dg.OpExecutionContext,
+        process: subprocess.Popen[bytes],
+    ) -> int:
+        """Return raystep's exit code; a cancelled run sends it SIGINT first, to tear down."""
+        try:
+            return process.wait()
+        except dg.DagsterExecutionInterruptedError:
+            context.log.info(
+                "raystep: run cancelled, sending SIGINT to tear the cluster down"
+            )
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=self.termination_timeout_seconds)
+            raise
 
 
 def _check_extras(

@@ -7,6 +7,7 @@ predictions go to the test's temporary directory.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import ModuleType
 from urllib.parse import urlparse
@@ -86,6 +87,15 @@ def _event_log_text(instance: dg.DagsterInstance, run_id: str) -> str:
     return "\n".join(str(entry) for entry in instance.all_logs(run_id))
 
 
+def _raystep_warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """raystep's own WARNING (or worse) log events of the run: its notices and phase warnings."""
+    return [
+        entry.user_message
+        for entry in instance.all_logs(run_id)
+        if entry.level >= logging.WARNING and entry.user_message.startswith("raystep")
+    ]
+
+
 def test_materialize_model_check_and_predictions(
     example: ModuleType, raystep: RaystepResource, tmp_path: Path
 ) -> None:
@@ -124,6 +134,8 @@ def test_materialize_model_check_and_predictions(
         == 0.7
     )
     assert _float(dict(check.metadata), "log_loss") > 0.0
+    auc = _float(dict(check.metadata), "auc")
+    assert check.description == f"auc {auc:.3f} >= threshold 0.7"
 
     (predictions,) = result.asset_materializations_for_node(PREDICTIONS_NODE)
     metadata = dict(predictions.metadata)
@@ -134,6 +146,9 @@ def test_materialize_model_check_and_predictions(
 
     logs = _event_log_text(instance, result.run_id)
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
+    assert _raystep_warnings(instance, result.run_id) == [], (
+        "a default materialization of the example warns about nothing"
+    )
 
 
 def test_failing_train_step_fails_with_raystep_error(
@@ -192,4 +207,7 @@ def test_failing_auc_check_blocks_predictions(
     assert not check.passed
     assert _float(dict(check.metadata), "threshold") == 0.99
     assert _float(dict(check.metadata), "auc") < 0.99
+    auc = _float(dict(check.metadata), "auc")
+    assert check.description == f"auc {auc:.3f} < threshold 0.99"
+    assert _text(dict(check.metadata), "summary") == check.description
     assert result.asset_materializations_for_node(PREDICTIONS_NODE) == []

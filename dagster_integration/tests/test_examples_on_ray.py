@@ -299,6 +299,10 @@ def test_train_eval_batch_inference_on_ray(
     check = _one(strict, "report_asset_check")
     assert check["passed"] is False
     assert _typed(check["metadata"], "threshold", "float") == 0.99
+    auc = _typed(check["metadata"], "auc", "float")
+    assert _typed(check["metadata"], "summary", "text") == (
+        f"auc {auc:.3f} < threshold 0.99"
+    )
 
 
 def test_driver_error_closes_pipes_with_the_exception(

@@ -7,13 +7,16 @@ the resource's side of the contract without a Ray cluster.
 
 from __future__ import annotations
 
+import ast
 import json
 import stat
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import dagster as dg
+import dagster_raystep
 import pytest
 from dagster_raystep import (
     EXIT_CODES,
@@ -291,3 +294,73 @@ def test_exit_code_fails_the_step(
 def test_invalid_spec_is_not_retried() -> None:
     assert RaystepError("s.yaml", 2).allow_retries is False
     assert RaystepError("s.yaml", 3).allow_retries is True
+
+
+def test_no_private_dagster_imports() -> None:
+    """The package uses Dagster's public API only: nothing from `dagster._...` modules."""
+    package = Path(dagster_raystep.__file__).parent
+    private = []
+    for source in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            private += [
+                f"{source.name}: {n}" for n in names if n.startswith("dagster._")
+            ]
+    assert private == []
+
+
+TRAPS_SIGINT = textwrap.dedent(
+    """\
+    import signal, sys, time
+    def stop(*_):
+        open(sys.argv[1], "w").write("SIGINT")
+        sys.exit(130)
+    signal.signal(signal.SIGINT, stop)
+    print("ready", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+class _InterruptedOnce:
+    """A running process whose first wait() is interrupted, as Dagster does on a cancelled run."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.interrupted = False
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self.interrupted:
+            self.interrupted = True
+            raise dg.DagsterExecutionInterruptedError()
+        return self.process.wait(timeout=timeout)
+
+    def send_signal(self, sig: int) -> None:
+        self.process.send_signal(sig)
+
+
+def test_cancelled_run_sends_sigint(tmp_path: Path) -> None:
+    """A cancelled run SIGINTs raystep (so it tears down), waits for it, and stays cancelled."""
+    marker = tmp_path / "signal"
+    process = subprocess.Popen(
+        [sys.executable, "-c", TRAPS_SIGINT, str(marker)], stdout=subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        context = dg.build_op_context()
+        with pytest.raises(dg.DagsterExecutionInterruptedError):
+            RaystepResource(termination_timeout_seconds=60)._wait(
+                context,
+                _InterruptedOnce(process),  # type: ignore[arg-type]
+            )
+        assert process.returncode == 130
+        assert marker.read_text() == "SIGINT"
+    finally:
+        process.kill()
+        process.wait()

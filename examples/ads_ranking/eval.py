@@ -2,9 +2,11 @@
 
 Ray tasks regenerate and score shards of the eval split in parallel; the driver computes AUC,
 log-loss and calibration. The check `auc_above_threshold` (severity ERROR) passes when the
-held-out AUC is at least ADS_AUC_THRESHOLD (default 0.70). It belongs to the model asset: the
-asset named by a matching entry in the Pipes extras' "asset_checks", else ADS_MODEL_ASSET_KEY,
-else the step's single asset, else `ads_ranking_model`. A failing check does not fail the step.
+held-out AUC is at least ADS_AUC_THRESHOLD (default 0.70); its `summary` metadata says why in one
+sentence ("auc 0.886 < threshold 0.99"), which dagster-raystep shows as the result's description.
+It belongs to the model asset: the asset named by a matching entry in the Pipes extras'
+"asset_checks", else ADS_MODEL_ASSET_KEY, else the step's single asset, else `ads_ranking_model`.
+A failing check does not fail the step.
 
     python eval.py --seed 7
 """
@@ -63,6 +65,11 @@ def threshold() -> float:
     return value
 
 
+def summary(auc: float, limit: float) -> str:
+    """Return the check's verdict as a sentence, e.g. "auc 0.886 < threshold 0.99"."""
+    return f"auc {auc:.3f} {'>=' if auc >= limit else '<'} threshold {limit:g}"
+
+
 def model_asset_key(report: Report) -> str:
     """Return the asset key the check belongs to (see the module doc)."""
     for entry in report.extras.get("asset_checks") or []:
@@ -96,14 +103,14 @@ def main() -> None:
         scores = np.concatenate([p for _, p in parts])
         auc = ads_data.auc(labels, scores)
         passed = bool(auc >= limit)
-        report.log(
-            f"held-out auc {auc:.4f} against threshold {limit:.2f}: {'pass' if passed else 'FAIL'}"
-        )
+        verdict = summary(auc, limit)
+        report.log(f"held-out {verdict}: {'pass' if passed else 'FAIL'}")
         report.check(
             model_asset_key(report),
             CHECK,
             passed,
             {
+                "summary": verdict,
                 "auc": auc,
                 "threshold": limit,
                 "log_loss": ads_data.log_loss(labels, scores),

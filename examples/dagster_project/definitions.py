@@ -15,11 +15,15 @@ The raystep binary is $RAYSTEP_BIN, else the repository's bin/raystep (`make bui
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
-from dagster_raystep import RaystepResource, raystep_asset, raystep_asset_check
+from dagster_raystep import (
+    RAYSTEP_BIN_ENV,
+    RaystepResource,
+    raystep_asset,
+    raystep_asset_check,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent
 SPECS = EXAMPLES / "ads_ranking"
@@ -66,7 +70,7 @@ ads_ranking_daily_schedule = dg.ScheduleDefinition(
 
 def raystep_resource() -> RaystepResource:
     """Return the resource the example runs with: $RAYSTEP_BIN or the repository's binary."""
-    binary = os.environ.get("RAYSTEP_BIN") or (
+    binary = dg.EnvVar(RAYSTEP_BIN_ENV).get_value() or (
         str(REPO_BINARY) if REPO_BINARY.exists() else None
     )
     return RaystepResource(binary=binary)

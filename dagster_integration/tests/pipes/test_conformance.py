@@ -255,17 +255,44 @@ def test_message_report_custom_message(
     assert materialize([my_asset], resources={"client": _client()}).success
 
 
+# The metadata Dagster's community conformance suite expects on every
+# materialization and asset check (its metadata.json).
+SUITE_METADATA: dict[str, dict[str, Any]] = json.loads(
+    (
+        Path(__file__).resolve().parents[2]
+        / "pipes/cmd/pipes-conformance/testdata/metadata.json"
+    ).read_text()
+)
+
+
+def _suite_value(entry: dict[str, Any]) -> MetadataValue:
+    """Build the value the suite compares with, the way the suite builds it."""
+    raw, kind = entry["raw_value"], entry["type"]
+    if kind == "asset":
+        return MetadataValue.asset(AssetKey.from_user_string(raw))
+    if kind == "null":
+        return MetadataValue.null()
+    return getattr(MetadataValue, kind)(raw)
+
+
 def _check_sample_metadata(metadata: dict[str, Any]) -> None:
     assert metadata["float"] == MetadataValue.float(0.1)
     assert isinstance(metadata["float"].value, float)
     assert metadata["int"] == MetadataValue.int(1)
     assert metadata["bool_true"] == MetadataValue.bool(True)
-    assert metadata["url"] == MetadataValue.url("https://example.com")
+    assert metadata["bool_false"] == MetadataValue.bool(False)
+    assert metadata["url"] == MetadataValue.url("https://dagster.io")
     assert metadata["path"] == MetadataValue.path("/dev/null")
     assert metadata["null"] == MetadataValue.null()
     assert metadata["md"] == MetadataValue.md("**markdown**")
     assert metadata["json"] == MetadataValue.json(
-        {"foo": "bar", "baz": 1, "qux": [1, 2, 3]}
+        {
+            "quux": {"a": 1, "b": 2},
+            "corge": None,
+            "qux": [1, 2, 3],
+            "foo": "bar",
+            "baz": 1,
+        }
     )
     assert metadata["dagster_run"] == MetadataValue.dagster_run(
         "db892d7f-0031-4747-973d-22e8b9095d9d"
@@ -273,6 +300,7 @@ def _check_sample_metadata(metadata: dict[str, Any]) -> None:
     assert metadata["asset"] == MetadataValue.asset(AssetKey(["foo", "bar"]))
     assert metadata["text"] == MetadataValue.text("hello")
     assert metadata["notebook"] == MetadataValue.notebook("notebook.ipynb")
+    assert metadata == {k: _suite_value(e) for k, e in SUITE_METADATA.items()}
 
 
 @pytest.mark.parametrize("data_version", [None, "alpha"])

@@ -153,20 +153,26 @@ func reportCheck(s *pipes.Session, path string) error {
 	})
 }
 
-// sampleMetadata has one entry of each simple type.
+// sampleMetadata is the metadata the conformance suite expects on every
+// materialization and asset check, entry for entry (its metadata.json,
+// mirrored in testdata/metadata.json): the suite compares each value with
+// the one it builds itself, so nothing may be added or changed.
 func sampleMetadata() pipes.Metadata {
 	return pipes.Metadata{
-		"bool_true":   pipes.Bool(true),
-		"float":       pipes.Float(0.1),
-		"int":         pipes.Int(1),
-		"url":         pipes.URL("https://example.com"),
-		"path":        pipes.Path("/dev/null"),
-		"null":        pipes.Null(),
-		"md":          pipes.Markdown("**markdown**"),
-		"json":        pipes.JSON(map[string]any{"foo": "bar", "baz": 1, "qux": []int{1, 2, 3}}),
-		"dagster_run": pipes.DagsterRun("db892d7f-0031-4747-973d-22e8b9095d9d"),
-		"asset":       pipes.Asset("foo/bar"),
+		"bool_true":  pipes.Bool(true),
+		"bool_false": pipes.Bool(false),
+		"float":      pipes.Float(0.1),
+		"int":        pipes.Int(1),
+		"url":        pipes.URL("https://dagster.io"),
+		"path":       pipes.Path("/dev/null"),
+		"null":       pipes.Null(),
+		"md":         pipes.Markdown("**markdown**"),
+		"json": pipes.JSON(map[string]any{
+			"quux": map[string]any{"a": 1, "b": 2}, "corge": nil, "qux": []int{1, 2, 3}, "foo": "bar", "baz": 1,
+		}),
 		"text":        pipes.Text("hello"),
+		"asset":       pipes.Asset("foo/bar"),
+		"dagster_run": pipes.DagsterRun("db892d7f-0031-4747-973d-22e8b9095d9d"),
 		"notebook":    pipes.Notebook("notebook.ipynb"),
 	}
 }
