@@ -37,6 +37,8 @@ type kubeConfig struct {
 	// UnschedulableGrace lets pods stay Unschedulable that long (a cluster
 	// autoscaler adding nodes) before the step fails.
 	UnschedulableGrace time.Duration `env:"RAYSTEP_UNSCHEDULABLE_GRACE, default=0s"`
+	// HeartbeatInterval is how often a step renews its heartbeat Lease.
+	HeartbeatInterval time.Duration `env:"RAYSTEP_HEARTBEAT_INTERVAL, default=15s"`
 }
 
 // kubeFlags are the flags that choose the Kubernetes cluster.
@@ -73,7 +75,7 @@ func (a *app) kube(what string) (*kuberay.Clients, *kubeConfig, error) {
 // kuberayBackend builds the KubeRay backend for one spec. warn tells the
 // user (in Dagster, as a Pipes warning) about what the cluster reports.
 func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn func(string)) (runner.Backend, error) {
-	clients, kc, err := a.kube("the kuberay backend")
+	clients, kc, err := a.kube("run --backend kuberay")
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +93,7 @@ func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn 
 			InCluster: kc.ServiceHost != "" && kc.InCluster,
 		},
 		UnschedulableGrace: kc.UnschedulableGrace,
+		HeartbeatInterval:  kc.HeartbeatInterval,
 		Notify: func(level, msg string) {
 			if level == "WARNING" {
 				warn(msg)

@@ -133,8 +133,10 @@ func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (run
 	}
 	c := b.newCluster(got)
 	c.mon.start()
-	c.hb = b.newHeartbeat(got)
-	c.hb.start(ctx)
+	if got.UID != "" { // always, but from the API server
+		c.hb = b.newHeartbeat(got)
+		c.hb.start(ctx)
+	}
 	return c, nil
 }
 

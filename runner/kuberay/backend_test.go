@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -54,6 +55,13 @@ func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
 		}}
 	f.watching = map[string]bool{}
 	f.changed = make(chan struct{})
+	// The API server gives every object a UID; the fake tracker does not.
+	f.ray.PrependReactor("create", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if job, ok := a.(k8stesting.CreateAction).GetObject().(*rayv1.RayJob); ok && job.UID == "" {
+			job.UID = types.UID(job.Name + "-uid")
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependWatchReactor("*", f.recordWatch(f.kube.Tracker()))
 	f.ray.PrependWatchReactor("*", f.recordWatch(f.ray.Tracker()))
 	return f

@@ -34,7 +34,8 @@ type JudgeOptions struct {
 
 // Judge decides whether job's step is gone. A RayJob whose step renews
 // its heartbeat Lease (lease, nil when there is none) is never collected;
-// one whose held Lease went stale for longer than the grace is, unless
+// one whose held Lease went stale for longer than the grace (or than the
+// Lease's own leaseDurationSeconds, if longer) is, unless
 // its job finished (then KubeRay's TTL frees the cluster and the rules
 // below apply). A RayJob with a released Lease (its step ended and kept
 // the cluster), or without one (an older raystep; one younger than the
@@ -104,6 +105,7 @@ func judgeHeartbeat(v Verdict, lease *coordinationv1.Lease, now time.Time, grace
 	if holder == "" {
 		return v, false // released: the step ended and kept its cluster
 	}
+	grace = max(grace, time.Duration(ptrValue(lease.Spec.LeaseDurationSeconds))*time.Second)
 	since := now.Sub(renewTime(lease))
 	if since <= grace {
 		v.Reason = fmt.Sprintf("step alive: heartbeat %s ago from %s", since.Round(time.Second), holder)

@@ -50,6 +50,11 @@ func leaseOf(job *rayv1.RayJob, holder string, ago time.Duration) *coordinationv
 	return l
 }
 
+func withDuration(l *coordinationv1.Lease, seconds int32) *coordinationv1.Lease {
+	l.Spec.LeaseDurationSeconds = &seconds
+	return l
+}
+
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	deleting := rayJobAt("deleting", 2*time.Hour, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, EndTime: at(time.Hour)})
@@ -106,6 +111,8 @@ func TestJudge(t *testing.T) {
 			"step gone: no heartbeat from h/1 for 6m0s (grace 5m0s), Initializing"},
 		{"short grace by flag", killed, leaseOf(killed, "h/1", 3*time.Second), JudgeOptions{HeartbeatGrace: 2 * time.Second}, true,
 			"step gone: no heartbeat from h/1 for 3s (grace 2s), Running"},
+		{"the Lease's own duration wins over a shorter grace", killed, withDuration(leaseOf(killed, "h/1", 30*time.Second), 45),
+			JudgeOptions{HeartbeatGrace: 2 * time.Second}, false, "step alive: heartbeat 30s ago from h/1"},
 		{"--older-than still spares", killed, leaseOf(killed, "h/1", 12*time.Minute), JudgeOptions{OlderThan: time.Hour}, false,
 			"younger than 1h0m0s"},
 		{"alive step past its deadline is kept", alive, leaseOf(alive, "dagster-7f/4242", 10*time.Second), JudgeOptions{}, false,

@@ -23,16 +23,23 @@ import (
 // step last proved it is alive. A step that ends but keeps its cluster
 // (teardown never, or on_success after a failure) releases the Lease: it
 // clears holderIdentity, so that `raystep gc` judges the RayJob by its
-// deadlines and TTL, not as abandoned. `raystep gc` deletes a RayJob whose
-// held Lease was not renewed for longer than its grace.
+// deadlines and TTL, not as abandoned. leaseDurationSeconds is three
+// renewal intervals: how long the step may be silent and still count as
+// alive. `raystep gc` deletes a RayJob whose held Lease was not renewed for
+// longer than its grace or than leaseDurationSeconds, whichever is longer.
 const (
 	// HeartbeatInterval is how often a step renews its Lease by default.
 	HeartbeatInterval = 15 * time.Second
 	// DefaultHeartbeatGrace is how long `raystep gc` lets a heartbeat lapse
-	// by default before it treats the step as gone; the Lease states it as
-	// leaseDurationSeconds.
+	// by default before it treats the step as gone.
 	DefaultHeartbeatGrace = 5 * time.Minute
 )
+
+// leaseDuration is the leaseDurationSeconds a step renewing every interval
+// states: three intervals, at least one second.
+func leaseDuration(interval time.Duration) int32 {
+	return int32(max(1, (3*interval+time.Second-1)/time.Second))
+}
 
 // heartbeat renews one step's Lease until stopped.
 type heartbeat struct {
@@ -75,7 +82,7 @@ func (h *heartbeat) lease() *coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Name: h.name, Labels: map[string]string{LabelManagedBy: ManagedByRaystep},
 			OwnerReferences: []metav1.OwnerReference{h.owner}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &h.holder, AcquireTime: &now, RenewTime: &now,
-			LeaseDurationSeconds: ptr(int32(DefaultHeartbeatGrace / time.Second))},
+			LeaseDurationSeconds: ptr(leaseDuration(h.interval))},
 	}
 }
 
