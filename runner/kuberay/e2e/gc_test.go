@@ -49,14 +49,20 @@ func TestGCOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var verdicts []kuberay.Verdict
-	for i := range jobs {
-		verdicts = append(verdicts, kuberay.Judge(&jobs[i], time.Now(), 0))
+	leases, err := kuberay.ListLeases(t.Context(), admin.Kube, ns)
+	if err != nil {
+		t.Fatal(err)
 	}
+	// The crafted RayJobs have no heartbeat Lease, as an older raystep's;
+	// the tiny grace judges them by their deadlines at once. The killed
+	// step released its Lease at its (keeping) teardown.
+	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
 	var deleted []string
-	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(v kuberay.Verdict, err error) {
-		t.Logf("gc: %s: %s (%v)", v.Job.Name, v.Reason, err)
-		deleted = append(deleted, v.Job.Name)
+	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(r kuberay.Result) {
+		t.Logf("gc: %s %s: %s %s", r.Action, r.Job.Name, r.Reason, r.Note)
+		if r.Action == kuberay.Deleted {
+			deleted = append(deleted, r.Job.Name)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
