@@ -84,6 +84,9 @@ type Backend struct {
 	Notify Notify
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// PortForwardGiveUp is how long a broken dashboard port-forward is
+	// tried again before the step fails; zero means two minutes.
+	PortForwardGiveUp time.Duration
 	// HeartbeatInterval is how often the step renews its heartbeat Lease;
 	// zero means HeartbeatInterval.
 	HeartbeatInterval time.Duration

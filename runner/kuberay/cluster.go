@@ -75,10 +75,7 @@ func (c *Cluster) reportFailures(ctx context.Context) {
 		return false, err, again
 	})
 	if err != nil && ctx.Err() == nil {
-		select {
-		case c.failures <- err:
-		default:
-		}
+		c.report(err)
 	}
 }
 
