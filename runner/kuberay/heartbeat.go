@@ -55,6 +55,7 @@ type heartbeat struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	failed bool // the last renewal failed (warned once per streak)
+	held   bool // the Lease was written at least once
 }
 
 // newHeartbeat prepares the heartbeat of job; it does nothing until start.
@@ -159,13 +160,17 @@ func (h *heartbeat) renewed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case err != nil && !h.failed:
+	case err != nil && !h.failed && h.held:
 		h.notify.warn(fmt.Sprintf("%v: `raystep gc` deletes this step's RayJob once its heartbeat is %s old (by default); retrying every %s",
 			err, DefaultHeartbeatGrace, h.interval))
+	case err != nil && !h.failed:
+		h.notify.warn(fmt.Sprintf("%v: without it `raystep gc` goes by this step's deadlines only (the Role needs the leases rule of examples/k8s/rbac.yaml); retrying every %s",
+			err, h.interval))
 	case err == nil && h.failed:
 		h.notify.info(fmt.Sprintf("heartbeat Lease %s/%s renewed again", h.ns, h.name))
 	}
 	h.failed = err != nil
+	h.held = h.held || err == nil
 }
 
 // stop ends the renewals and, when release, clears the holder so that gc

@@ -1,6 +1,8 @@
 package kuberay
 
 import (
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +154,7 @@ func TestHeartbeatFailureIsAWarning(t *testing.T) {
 	f.awaitNote(t, "INFO heartbeat Lease "+c.Name()+" renewed again")
 	warnings := 0
 	for _, n := range f.allNotes() {
-		if n[:7] == "WARNING" {
+		if strings.HasPrefix(n, "WARNING") {
 			warnings++
 		}
 	}
@@ -200,5 +202,32 @@ func TestHeartbeatLeaseGoneIsRecreated(t *testing.T) {
 	}
 	if err := c.Teardown(t.Context(), true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeartbeatForbidden: without the leases permission the step warns
+// once, naming what gc does instead, and carries on.
+func TestHeartbeatForbidden(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	f.b.HeartbeatInterval = time.Millisecond
+	forbidden := func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("RBAC: access denied"))
+	}
+	f.kube.PrependReactor("create", "leases", forbidden)
+	f.kube.PrependReactor("patch", "leases", forbidden)
+	c := f.provision(t, request(0))
+	f.awaitNote(t, "WARNING create heartbeat Lease "+c.Name()+": leases.coordination.k8s.io is forbidden: RBAC: access denied: without it `raystep gc` goes by this step's deadlines only")
+	if err := c.Teardown(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	warnings := 0
+	for _, n := range f.allNotes() {
+		if strings.HasPrefix(n, "WARNING") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings, want 1: %q", warnings, f.allNotes())
 	}
 }
