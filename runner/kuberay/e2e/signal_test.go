@@ -18,8 +18,6 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -438,78 +436,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-// TestBinarySIGKILLThenGCFreesTheCluster: while the built raystep runs,
-// its heartbeat is fresh and `raystep gc` keeps its RayJob, saying why.
-// Once it is SIGKILLed the heartbeat stops; as soon as the Lease's grace
-// has passed, `raystep gc --heartbeat-grace 1s` deletes the RayJob (its
-// deadlines are hours away), and the garbage collector removes its
-// RayCluster, pods and Lease.
-func TestBinarySIGKILLThenGCFreesTheCluster(t *testing.T) {
-	setup(t)
-	bin := buildRaystep(t)
-	ns := namespace(t, "e2e-bin-sigkill-gc")
-	s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import time; time.sleep(120)"`, "spec.timeouts.run=6h")
-	s.env = append(s.env, "RAYSTEP_HEARTBEAT_INTERVAL=1s")
-	p := s.start(t)
-	waitJobRunning(t, s, p)
-	holder := fmt.Sprintf("/%d", p.cmd.Process.Pid)
-
-	for _, args := range [][]string{{"gc", "-n", ns, "--dry-run"}, {"gc", "-n", ns}} {
-		out := s.raystep(t, args...)
-		want := "RayJob " + ns + "/" + s.id + ": step alive: heartbeat "
-		if !strings.Contains(out, want) || !strings.Contains(out, holder+"\n") {
-			t.Fatalf("raystep %s while the step runs printed %q, want a line with %q from pid %s", strings.Join(args, " "), out, want, holder)
-		}
-	}
-
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, time.Minute); code != -1 {
-		t.Fatalf("SIGKILLed raystep exited %d, want killed", code)
-	}
-	lease := &coordinationv1.Lease{}
-	if err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.id}, lease); err != nil {
-		t.Fatalf("the killed step's heartbeat Lease: %v", err)
-	}
-	// gc's grace is the longer of the flag's 1s and the Lease's own
-	// duration (three renewal intervals): wait until it has passed.
-	stale := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second + 100*time.Millisecond)
-	select {
-	case <-time.After(time.Until(stale)):
-	case <-t.Context().Done():
-		t.Fatal(t.Context().Err())
-	}
-	out := s.raystep(t, "gc", "-n", ns, "--heartbeat-grace", "1s")
-	want := "deleted RayJob " + ns + "/" + s.id + ": step gone: no heartbeat from "
-	if !strings.Contains(out, want) || !strings.Contains(out, holder+" for ") {
-		t.Fatalf("raystep gc after the kill printed %q, want %q from pid %s", out, want, holder)
-	}
-	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, admin, ns, []string{s.id})
-	if err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.id}, lease); !apierrors.IsNotFound(err) {
-		t.Errorf("the heartbeat Lease after gc: %v, want it garbage-collected with its RayJob", err)
-	}
-	nothingLeft(t, ns)
-}
-
-// raystep runs another command of the built binary with the step's
-// environment and returns its stdout, failing the test unless it exits 0.
-func (s *dagsterStep) raystep(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), s.bin, args...)
-	cmd.Env = s.env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("raystep %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
-	}
-	t.Logf("raystep %s:\n%s", strings.Join(args, " "), out)
-	return string(out)
 }
