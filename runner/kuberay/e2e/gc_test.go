@@ -50,7 +50,18 @@ func TestGCOrphans(t *testing.T) {
 	}
 	_ = cl.Teardown(t.Context(), true)
 	waitStatus(t.Context(), ns, rayv1.JobDeploymentStatusFailed)
-	time.Sleep(1500 * time.Millisecond) // past the 1s TTL
+	failed, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), killed, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the killed step's failed RayJob: %v", err)
+	}
+	if failed.Status.EndTime == nil {
+		t.Fatalf("the killed step's RayJob failed without an endTime: %+v", failed.Status)
+	}
+	select { // until its 1s TTL has passed
+	case <-time.After(time.Until(failed.Status.EndTime.Add(time.Second + 100*time.Millisecond))):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
 
 	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
 	if err != nil {
