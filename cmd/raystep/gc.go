@@ -29,8 +29,9 @@ line per RayJob: what it did (or, with --dry-run, would do) and why.
 
 A running step renews a heartbeat Lease named after its RayJob every 15s.
 gc deletes a RayJob whose heartbeat stopped longer than --heartbeat-grace
-ago (the step was SIGKILLed or its machine died) and never one whose
-heartbeat is fresh. A step that ended and kept its cluster (teardown never,
+ago (never less than the Lease's leaseDurationSeconds, three renewal
+intervals) because the step was SIGKILLed or its machine died, and never
+one whose heartbeat is fresh. A step that ended and kept its cluster (teardown never,
 or on_success after a failure) released its Lease; such RayJobs, and those
 of older raystep versions without a Lease, are deleted once finished and
 past their ttlAfterFinished debugging window, running past timeouts.run,
