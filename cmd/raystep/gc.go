@@ -11,23 +11,32 @@ import (
 
 // gcOptions are gc's flags.
 type gcOptions struct {
-	namespace     string
-	allNamespaces bool
-	olderThan     time.Duration
-	dryRun        bool
-	now           func() time.Time
+	namespace      string
+	allNamespaces  bool
+	olderThan      time.Duration
+	heartbeatGrace time.Duration
+	dryRun         bool
+	now            func() time.Time
 }
 
 func (a *app) gcCommand() *cobra.Command {
 	o := gcOptions{now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "gc [--older-than DUR] [--dry-run]",
+		Use:   "gc [--older-than DUR] [--heartbeat-grace DUR] [--dry-run]",
 		Short: "Delete raystep RayJobs whose step is gone",
-		Long: `gc deletes the RayJobs raystep created whose step is gone: finished (once
-their ttlAfterFinished debugging window has passed), running past
-timeouts.run, or still provisioning past timeouts.provision, for example
-after the step was SIGKILLed. A RayJob that provisions or runs on time is
-never deleted. Deleting a RayJob removes its RayCluster and pods.`,
+		Long: `gc deletes the RayJobs raystep created whose step is gone, and prints one
+line per RayJob: what it did (or, with --dry-run, would do) and why.
+
+A running step renews a heartbeat Lease named after its RayJob every 15s.
+gc deletes a RayJob whose heartbeat stopped longer than --heartbeat-grace
+ago (never less than the Lease's leaseDurationSeconds, three renewal
+intervals) because the step was SIGKILLed or its machine died, and never
+one whose heartbeat is fresh. A step that ended and kept its cluster (teardown never,
+or on_success after a failure) released its Lease; such RayJobs, and those
+of older raystep versions without a Lease, are deleted once finished and
+past their ttlAfterFinished debugging window, running past timeouts.run,
+or still provisioning past timeouts.provision. Deleting a RayJob removes
+its RayCluster, pods and Lease.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		PreRun:  a.begin,
@@ -37,7 +46,8 @@ never deleted. Deleting a RayJob removes its RayCluster and pods.`,
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "collect in every namespace")
 	f.DurationVar(&o.olderThan, "older-than", 0, "only RayJobs created longer ago than this, e.g. 24h")
-	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be deleted, delete nothing")
+	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", kuberay.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be deleted and kept, delete nothing")
 	return cmd
 }
 
@@ -45,25 +55,26 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.olderThan < 0 {
 		return &usageError{fmt.Errorf("gc: --older-than %s: must not be negative", o.olderThan)}
 	}
-	clients, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
+	if o.heartbeatGrace <= 0 {
+		return &usageError{fmt.Errorf("gc: --heartbeat-grace %s: must be positive", o.heartbeatGrace)}
+	}
+	clients, ns, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
-	now := o.now()
-	verdicts := make([]kuberay.Verdict, len(jobs))
-	for i := range jobs {
-		verdicts[i] = kuberay.Judge(&jobs[i], now, o.olderThan)
-		if !verdicts[i].Collect {
-			a.log.Debug(fmt.Sprintf("keeping RayJob %s/%s: %s", jobs[i].Namespace, jobs[i].Name, verdicts[i].Reason))
-		}
+	leases, err := kuberay.ListLeases(cmd.Context(), clients.Kube, ns)
+	if err != nil {
+		return err
 	}
-	verb := "deleted"
-	if o.dryRun {
-		verb = "would delete"
-	}
-	return kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(v kuberay.Verdict, err error) {
-		if err == nil {
-			fmt.Fprintf(a.stdout, "%s RayJob %s/%s: %s\n", verb, v.Job.Namespace, v.Job.Name, v.Reason)
+	verdicts := kuberay.JudgeAll(jobs, leases, o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace})
+	return kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
+		if r.Action == kuberay.Failed {
+			return // in the error gc returns
 		}
+		line := fmt.Sprintf("%s RayJob %s/%s: %s", r.Action, r.Job.Namespace, r.Job.Name, r.Reason)
+		if r.Note != "" {
+			line += "; not deleted: " + r.Note
+		}
+		fmt.Fprintln(a.stdout, line)
 	})
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -28,9 +30,15 @@ type kubeConfig struct {
 	// DashboardHeaders are "Name:value" pairs separated by commas, sent
 	// with every dashboard request (e.g. for an authenticating proxy).
 	DashboardHeaders map[string]string `env:"RAYSTEP_DASHBOARD_HEADERS"`
+	// Kubeconfig is $KUBECONFIG and Home $HOME, read here so that the
+	// kubeconfig is found as kubectl finds it.
+	Kubeconfig string `env:"KUBECONFIG"`
+	Home       string `env:"HOME"`
 	// UnschedulableGrace lets pods stay Unschedulable that long (a cluster
 	// autoscaler adding nodes) before the step fails.
 	UnschedulableGrace time.Duration `env:"RAYSTEP_UNSCHEDULABLE_GRACE, default=0s"`
+	// HeartbeatInterval is how often a step renews its heartbeat Lease.
+	HeartbeatInterval time.Duration `env:"RAYSTEP_HEARTBEAT_INTERVAL, default=15s"`
 }
 
 // kubeFlags are the flags that choose the Kubernetes cluster.
@@ -43,17 +51,21 @@ func (a *app) addKubeFlags(root *cobra.Command) {
 	f.StringVar(&a.kubeFlags.context, "context", "", "kubeconfig context (default $RAYSTEP_KUBE_CONTEXT, else the current one)")
 }
 
-// kube builds the clients of the cluster the flags and environment name;
-// nothing is sent to the API server yet.
-func (a *app) kube() (*kuberay.Clients, *kubeConfig, error) {
+// kube builds the clients of the cluster the flags and environment name
+// for the command called what; nothing is sent to the API server yet.
+func (a *app) kube(what string) (*kuberay.Clients, *kubeConfig, error) {
 	kc := a.cfg.Kube
 	if a.kubeFlags.context != "" {
 		kc.Context = a.kubeFlags.context
 	}
 	clients, err := kuberay.Connect(kuberay.ConnectOptions{
-		Kubeconfig: a.kubeFlags.kubeconfig, Context: kc.Context, UserAgent: "raystep/" + version,
-		Warn: func(msg string) { a.log.Warn(msg) },
+		Kubeconfig: a.kubeFlags.kubeconfig, KubeconfigEnv: kc.Kubeconfig, Home: kc.Home, Context: kc.Context,
+		UserAgent: "raystep/" + version, Warn: func(msg string) { a.log.Warn(msg) },
 	})
+	if errors.Is(err, kuberay.ErrNoKubeconfig) {
+		err = fmt.Errorf("%s looks at Kubernetes: %w: pass --kubeconfig FILE, set KUBECONFIG, "+
+			"or start a local cluster with `make sandbox`", what, err)
+	}
 	if err != nil {
 		return nil, nil, err // exit 3, as every failure to reach the cluster
 	}
@@ -63,7 +75,7 @@ func (a *app) kube() (*kuberay.Clients, *kubeConfig, error) {
 // kuberayBackend builds the KubeRay backend for one spec. warn tells the
 // user (in Dagster, as a Pipes warning) about what the cluster reports.
 func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn func(string)) (runner.Backend, error) {
-	clients, kc, err := a.kube()
+	clients, kc, err := a.kube("run --backend kuberay")
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +93,7 @@ func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn 
 			InCluster: kc.ServiceHost != "" && kc.InCluster,
 		},
 		UnschedulableGrace: kc.UnschedulableGrace,
+		HeartbeatInterval:  kc.HeartbeatInterval,
 		Notify: func(level, msg string) {
 			if level == "WARNING" {
 				warn(msg)

@@ -42,7 +42,7 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if o.output != "" && o.output != "wide" && o.output != "json" {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
-	_, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
+	_, _, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
@@ -58,23 +58,24 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 
 // rayJobs connects and lists raystep's RayJobs for ls and gc: in every
 // namespace with all, else in the flag's, $RAYSTEP_NAMESPACE, the
-// profile's or the kubeconfig's namespace, in that order.
-func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay.Clients, []rayv1.RayJob, error) {
+// profile's or the kubeconfig's namespace, in that order. It returns the
+// namespace it listed ("" for all).
+func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay.Clients, string, []rayv1.RayJob, error) {
 	if all && flag != "" {
-		return nil, nil, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
+		return nil, "", nil, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
 	}
-	clients, _, err := a.kube()
+	clients, _, err := a.kube(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	ns := ""
 	if !all {
 		profile, err := a.profile(cmd)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
 		ns = kuberay.ResolveNamespace(firstNonEmpty(flag, a.cfg.Namespace), profile.Spec.Namespace, clients.Namespace)
 	}
 	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
-	return clients, jobs, err
+	return clients, ns, jobs, err
 }

@@ -83,6 +83,13 @@ func TestCommands(t *testing.T) {
 		{name: "ls -A with a namespace", args: []string{"ls", "-A", "-n", "ml-ads"}, wantCode: 2, wantErrHas: "ls: -A and --namespace exclude each other"},
 		{name: "gc -A with a namespace", args: []string{"gc", "-A", "-n", "ml-ads"}, wantCode: 2, wantErrHas: "gc: -A and --namespace exclude each other"},
 		{name: "gc negative age", args: []string{"gc", "--older-than", "-1h"}, wantCode: 2, wantErrHas: "must not be negative"},
+		{name: "ls without a kubeconfig", env: map[string]string{"HOME": "/nonexistent-home"}, args: []string{"ls"}, wantCode: 3,
+			wantErr: "raystep: ls looks at Kubernetes: no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or start a local cluster with `make sandbox`\n"},
+		{name: "gc without a kubeconfig", args: []string{"gc", "--dry-run"}, wantCode: 3,
+			wantErr: "raystep: gc looks at Kubernetes: no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or start a local cluster with `make sandbox`\n"},
+		{name: "run on kuberay without a kubeconfig", args: []string{"run", "-f", train, "--backend", "kuberay"}, wantCode: 3,
+			wantErr: "raystep: run --backend kuberay looks at Kubernetes: no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or start a local cluster with `make sandbox`\n"},
+		{name: "gc zero heartbeat grace", args: []string{"gc", "--heartbeat-grace", "0s"}, wantCode: 2, wantErrHas: "--heartbeat-grace 0s: must be positive"},
 		{name: "ls without a cluster", args: []string{"ls", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 3, wantErrHas: "/nonexistent/kubeconfig"},
 		{name: "schema arg", args: []string{"schema", "other"}, wantCode: 2, wantErrHas: `invalid argument "other"`},
 	}

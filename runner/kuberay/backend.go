@@ -84,6 +84,15 @@ type Backend struct {
 	Notify Notify
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// PortForwardGiveUp is how long a broken dashboard port-forward is
+	// tried again before the step fails; zero means two minutes.
+	PortForwardGiveUp time.Duration
+	// HeartbeatInterval is how often the step renews its heartbeat Lease;
+	// zero means HeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// Holder names this step in its heartbeat Lease; empty means
+	// "hostname/pid".
+	Holder string
 	// Customize, if set, changes each RayJob after Build and before it is
 	// created, for what the profile cannot express (an admission
 	// controller's pod annotations; tests use it to make kwok fail a pod).
@@ -127,6 +136,10 @@ func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (run
 	}
 	c := b.newCluster(got)
 	c.mon.start()
+	if got.UID != "" { // always, but from the API server
+		c.hb = b.newHeartbeat(got)
+		c.hb.start(ctx)
+	}
 	return c, nil
 }
 

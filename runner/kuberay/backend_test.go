@@ -3,6 +3,8 @@ package kuberay
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -33,6 +36,7 @@ type fakes struct {
 	mu       sync.Mutex
 	notes    []string
 	watching map[string]bool // resources with a watch open
+	changed  chan struct{}   // closed and replaced when notes or watching change
 }
 
 func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
@@ -47,8 +51,17 @@ func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.notes = append(f.notes, level+" "+msg)
+			f.broadcast()
 		}}
 	f.watching = map[string]bool{}
+	f.changed = make(chan struct{})
+	// The API server gives every object a UID; the fake tracker does not.
+	f.ray.PrependReactor("create", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if job, ok := a.(k8stesting.CreateAction).GetObject().(*rayv1.RayJob); ok && job.UID == "" {
+			job.UID = types.UID(job.Name + "-uid")
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependWatchReactor("*", f.recordWatch(f.kube.Tracker()))
 	f.ray.PrependWatchReactor("*", f.recordWatch(f.ray.Tracker()))
 	return f
@@ -62,27 +75,56 @@ func (f *fakes) recordWatch(tracker k8stesting.ObjectTracker) k8stesting.WatchRe
 		w, err := tracker.Watch(a.GetResource(), a.GetNamespace())
 		f.mu.Lock()
 		f.watching[a.GetResource().Resource] = err == nil
+		f.broadcast()
 		f.mu.Unlock()
 		return true, w, err
+	}
+}
+
+// broadcast wakes awaitFakes; f.mu is held.
+func (f *fakes) broadcast() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// awaitFakes waits until cond, called with f.mu held, holds after a
+// change of the notes or the open watches; it fails the test after a
+// bound that only catches a hang.
+func (f *fakes) awaitFakes(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		f.mu.Lock()
+		ok, changed := cond(), f.changed
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("no %s after 10s; notes: %q", what, f.allNotes())
+		}
 	}
 }
 
 // awaitWatch waits until a watch on resource is open.
 func (f *fakes) awaitWatch(t *testing.T, resource string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f.mu.Lock()
-		ok := f.watching[resource]
-		f.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no watch on %s", resource)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.awaitFakes(t, "watch on "+resource, func() bool { return f.watching[resource] })
+}
+
+// awaitNote waits until a note containing s was notified.
+func (f *fakes) awaitNote(t *testing.T, s string) {
+	t.Helper()
+	f.awaitFakes(t, "note "+strconv.Quote(s), func() bool { return f.notedLocked(s) })
+}
+
+func (f *fakes) allNotes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.notes)
 }
 
 // request is a step attempt of the train example.
@@ -221,6 +263,9 @@ func TestProvisionRejectedCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestReadyWaitsForWaiting: Ready does not return while the RayJob is
+// Initializing (checked on the state itself: a cancelled Ready returns
+// after one look), and returns once KubeRay says Waiting.
 func TestReadyWaitsForWaiting(t *testing.T) {
 	t.Parallel()
 	f := newFakes(t)
@@ -229,10 +274,9 @@ func TestReadyWaitsForWaiting(t *testing.T) {
 	go func() { done <- c.Ready(t.Context()) }()
 	f.initializing(t, c)
 	f.addPod(t, c, "head", "head", corev1.PodStatus{Phase: corev1.PodPending})
-	select {
-	case err := <-done:
-		t.Fatalf("Ready returned %v while Initializing", err)
-	case <-time.After(50 * time.Millisecond):
+	await(t, c, "pending head pod seen", func(v view) bool { return len(v.pods) == 1 })
+	if err := c.Ready(cancelled(t)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Ready while Initializing = %v, want still waiting", err)
 	}
 	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
 	if err := <-done; err != nil {
@@ -240,9 +284,22 @@ func TestReadyWaitsForWaiting(t *testing.T) {
 	}
 }
 
+// cancelled is a context that is already done: a wait on the monitor
+// given it looks at the current state once and returns.
+func cancelled(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	return ctx
+}
+
 func (f *fakes) noted(s string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.notedLocked(s)
+}
+
+// notedLocked is noted with f.mu held.
+func (f *fakes) notedLocked(s string) bool {
 	for _, n := range f.notes {
 		if strings.Contains(n, s) {
 			return true

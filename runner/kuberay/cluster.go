@@ -25,6 +25,7 @@ type Cluster struct {
 	ns, name string
 	uid      types.UID // of the RayJob this step created or attached to; "" if unknown
 	mon      *monitor
+	hb       *heartbeat // nil when the RayJob's UID is unknown
 	failures chan error
 
 	mu  sync.Mutex
@@ -74,10 +75,7 @@ func (c *Cluster) reportFailures(ctx context.Context) {
 		return false, err, again
 	})
 	if err != nil && ctx.Err() == nil {
-		select {
-		case c.failures <- err:
-		default:
-		}
+		c.report(err)
 	}
 }
 
@@ -101,20 +99,22 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 	return nil
 }
 
-// Teardown stops the dashboard port-forward and, unless keep, deletes the
-// RayJob (foreground: the garbage collector removes its RayCluster and
-// pods first) and waits by watch until the RayJob, its RayCluster and its
-// pods are gone, within ctx. The delete is issued even when ctx is already
+// Teardown stops the dashboard port-forward and the heartbeat and, unless
+// keep, deletes the RayJob (foreground: the garbage collector removes its
+// RayCluster, pods and heartbeat Lease) and waits by watch until the
+// RayJob, its RayCluster and its pods are gone, within ctx. The delete is issued even when ctx is already
 // cancelled. A kept RayJob stays for debugging: KubeRay deletes its
 // RayCluster ttlSecondsAfterFinished after the job ends (or after a
-// deadline fails it), and `raystep gc` removes the RayJob.
+// deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
+// Lease is released so gc goes by those rules.
 func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
 	c.mon.set(func() { c.mon.leaving = true })
 	c.closeForward()
 	defer c.mon.stop()
+	hbErr := c.hb.stop(ctx, keep)
 	if keep {
 		c.b.Notify.info(fmt.Sprintf("RayJob %s kept: KubeRay deletes its RayCluster after ttlSecondsAfterFinished; `raystep gc` deletes the RayJob", c.Name()))
-		return nil
+		return hbErr
 	}
 	if err := c.delete(ctx); err != nil {
 		return err

@@ -2,8 +2,10 @@ package kuberay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
@@ -14,10 +16,15 @@ import (
 
 // ConnectOptions says which Kubernetes cluster to talk to.
 type ConnectOptions struct {
-	// Kubeconfig is an explicit kubeconfig file; empty follows client-go's
-	// loading rules ($KUBECONFIG, ~/.kube/config, then the in-cluster
-	// service account).
+	// Kubeconfig is an explicit kubeconfig file (--kubeconfig); empty
+	// follows kubectl's rules: KubeconfigEnv, then Home's .kube/config,
+	// then the in-cluster service account.
 	Kubeconfig string
+	// KubeconfigEnv is $KUBECONFIG: kubeconfig files separated by the OS's
+	// path list separator.
+	KubeconfigEnv string
+	// Home is the home directory ($HOME).
+	Home string
 	// Context is the kubeconfig context; empty means the current one.
 	Context string
 	// UserAgent identifies raystep to the API server, e.g. "raystep/v0.3.0".
@@ -40,12 +47,21 @@ type Clients struct {
 	Namespace string
 }
 
+// ErrNoKubeconfig is returned by Connect when no kubeconfig names a
+// cluster and raystep does not run in a pod.
+var ErrNoKubeconfig = errors.New("no kubeconfig found")
+
 // Connect loads the kubeconfig as kubectl does and builds the clients.
 func Connect(o ConnectOptions) (*Clients, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.Kubeconfig, Precedence: filepath.SplitList(o.KubeconfigEnv)}
+	if len(rules.Precedence) == 0 && o.Home != "" {
+		rules.Precedence = []string{filepath.Join(o.Home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
+	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, ErrNoKubeconfig // client-go's words point at KUBERNETES_MASTER, which kubectl users never set
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}

@@ -22,7 +22,8 @@ const dashboardPort = 8265
 // Dashboard returns how to reach the cluster's Ray dashboard: the explicit
 // URL; the head service's cluster DNS name when raystep runs in a pod; or
 // a port-forward over SPDY from 127.0.0.1 to the head pod's dashboard
-// port, which lives until Teardown (and is opened again if it breaks).
+// port, which lives until Teardown (and is opened again if it breaks; the
+// step fails when that does not work for PortForwardGiveUp).
 func (c *Cluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
 	o := c.b.Dashboard
 	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: o.Token, CAFile: o.CAFile}
@@ -54,6 +55,19 @@ type forward struct {
 	done chan struct{} // closed when the supervisor returned
 }
 
+// dialFunc opens a port-forward from 127.0.0.1:port (0 picks one) and
+// returns the local port and a channel that receives when it ends.
+type dialFunc func(ctx context.Context, port uint16, stop chan struct{}) (uint16, <-chan error, error)
+
+// How a broken port-forward is opened again: after forwardBackoff,
+// doubling up to forwardBackoffMax, until Backend.PortForwardGiveUp
+// (default defaultForwardGiveUp) passed without a working one.
+const (
+	forwardBackoff       = time.Second
+	forwardBackoffMax    = 15 * time.Second
+	defaultForwardGiveUp = 2 * time.Minute
+)
+
 // portForward opens the port-forward and returns its local URL.
 func (c *Cluster) portForward(ctx context.Context) (string, error) {
 	if c.b.Config == nil {
@@ -67,13 +81,15 @@ func (c *Cluster) portForward(ctx context.Context) (string, error) {
 	c.mu.Lock()
 	c.fwd = f
 	c.mu.Unlock()
-	go c.superviseForward(f, port, fwdDone)
+	go c.superviseForward(f, port, fwdDone, c.dialForward)
 	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
 }
 
 // superviseForward opens the forward again on the same local port when it
 // breaks (the head pod restarted, the connection dropped), until stopped.
-func (c *Cluster) superviseForward(f *forward, port uint16, fwdDone <-chan error) {
+// When it cannot for PortForwardGiveUp (the head pod is gone for good),
+// it reports the failure on Failures and stops trying.
+func (c *Cluster) superviseForward(f *forward, port uint16, fwdDone <-chan error, dial dialFunc) {
 	defer close(f.done)
 	for {
 		select {
@@ -82,17 +98,62 @@ func (c *Cluster) superviseForward(f *forward, port uint16, fwdDone <-chan error
 		case err := <-fwdDone:
 			c.b.Notify.warn(fmt.Sprintf("port-forward to the head of %s broke, opening it again: %v", c.Name(), err))
 		}
-		for {
-			select {
-			case <-f.stop:
-				return
-			case <-time.After(time.Second):
+		var err error
+		fwdDone, err = c.reopenForward(f, port, dial)
+		if err != nil {
+			if !errors.Is(err, errForwardStopped) {
+				c.report(err)
 			}
-			var err error
-			if _, fwdDone, err = c.dialForward(c.mon.ctx, port, f.stop); err == nil {
-				break
-			}
+			return
 		}
+	}
+}
+
+// errForwardStopped ends reopenForward when the step no longer needs it.
+var errForwardStopped = errors.New("port-forward stopped")
+
+// reopenForward dials until a forward works, backing off between
+// attempts and noting each failure, and gives up after PortForwardGiveUp.
+func (c *Cluster) reopenForward(f *forward, port uint16, dial dialFunc) (<-chan error, error) {
+	giveUp := c.b.PortForwardGiveUp
+	if giveUp <= 0 {
+		giveUp = defaultForwardGiveUp
+	}
+	deadline := time.NewTimer(giveUp)
+	defer deadline.Stop()
+	wait, expired := forwardBackoff, false
+	for attempt := 1; ; attempt++ {
+		timer := time.NewTimer(wait)
+		select {
+		case <-f.stop:
+			timer.Stop()
+			return nil, errForwardStopped
+		case <-c.mon.ctx.Done():
+			timer.Stop()
+			return nil, errForwardStopped
+		case <-deadline.C:
+			timer.Stop()
+			expired = true // one last attempt
+		case <-timer.C:
+		}
+		_, done, err := dial(c.mon.ctx, port, f.stop)
+		if err == nil {
+			c.b.Notify.info(fmt.Sprintf("port-forward to the head of %s open again (attempt %d)", c.Name(), attempt))
+			return done, nil
+		}
+		if expired {
+			return nil, fmt.Errorf("port-forward to the head of %s: gave up after %s (attempts: %d): %w", c.Name(), giveUp, attempt, err)
+		}
+		c.b.Notify.info(fmt.Sprintf("port-forward to the head of %s: attempt %d failed, next in %s: %v", c.Name(), attempt, wait, err))
+		wait = min(2*wait, forwardBackoffMax)
+	}
+}
+
+// report sends err on Failures unless a failure was reported already.
+func (c *Cluster) report(err error) {
+	select {
+	case c.failures <- err:
+	default:
 	}
 }
 
@@ -126,8 +187,11 @@ func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct
 		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w", c.ns, head, context.Cause(ctx))
 	}
 	ports, err := fw.GetPorts()
-	if err != nil || len(ports) == 0 {
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port: %v", c.ns, head, err)
+	if err != nil {
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: get the local port: %w", c.ns, head, err)
+	}
+	if len(ports) == 0 {
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port", c.ns, head)
 	}
 	return ports[0].Local, done, nil
 }

@@ -17,8 +17,10 @@
 // deletes the RayJob in the foreground and waits until it, its RayCluster
 // and its pods are gone. The dashboard is reached by an explicit URL, the
 // head service's DNS name inside a pod, or a client-go port-forward.
+// While the step runs it renews a heartbeat Lease owned by its RayJob
+// (heartbeat.go), so that gc can tell a live step from a killed one.
 //
-// ListRayJobs, Summarize, Judge and Collect are `raystep ls` and `raystep
-// gc`. Loading and validating specs is left to package schemas, the step's
+// ListRayJobs, Summarize, ListLeases, Judge and Collect are `raystep ls`
+// and `raystep gc`. Loading and validating specs is left to package schemas, the step's
 // phases to package runner, the Jobs API to package raysubmit.
 package kuberay

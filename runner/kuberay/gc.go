@@ -8,6 +8,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -22,25 +23,46 @@ type Verdict struct {
 	Reason string
 }
 
-// Judge decides whether job's step is gone: the job finished (and its
-// debugging window, ttlSecondsAfterFinished, has passed), it runs past
-// activeDeadlineSeconds, or it is still provisioning past
-// preRunningDeadlineSeconds (timeouts.provision). A RayJob that is
-// provisioning or running on time is never collected, nor one younger
-// than olderThan. Everything Judge needs is on the RayJob raystep created:
-// its deadlines, TTL and status times.
-func Judge(job *rayv1.RayJob, now time.Time, olderThan time.Duration) Verdict {
+// JudgeOptions are the thresholds of `raystep gc`.
+type JudgeOptions struct {
+	// OlderThan spares every RayJob created less than this long ago.
+	OlderThan time.Duration
+	// HeartbeatGrace is how long a step's heartbeat may lapse before its
+	// RayJob counts as abandoned; zero means DefaultHeartbeatGrace.
+	HeartbeatGrace time.Duration
+}
+
+// Judge decides whether job's step is gone. A RayJob whose step renews
+// its heartbeat Lease (lease, nil when there is none) is never collected;
+// one whose held Lease went stale for longer than the grace (or than the
+// Lease's own leaseDurationSeconds, if longer) is, unless
+// its job finished (then KubeRay's TTL frees the cluster and the rules
+// below apply). A RayJob with a released Lease (its step ended and kept
+// the cluster), or without one (an older raystep; one younger than the
+// grace is spared, its step may not have written it yet), is collected
+// when the job finished and its debugging window, ttlSecondsAfterFinished,
+// has passed, it runs past activeDeadlineSeconds, or it is still
+// provisioning past preRunningDeadlineSeconds (timeouts.provision).
+// Nothing younger than o.OlderThan is collected.
+func Judge(job *rayv1.RayJob, lease *coordinationv1.Lease, now time.Time, o JudgeOptions) Verdict {
 	v := Verdict{Job: job}
-	st := job.Status
 	age := now.Sub(job.CreationTimestamp.Time)
 	switch {
 	case job.DeletionTimestamp != nil:
 		v.Reason = "already being deleted"
-	case age < olderThan:
-		v.Reason = fmt.Sprintf("younger than %s", olderThan)
+		return v
+	case age < o.OlderThan:
+		v.Reason = fmt.Sprintf("younger than %s", o.OlderThan)
+		return v
+	}
+	if hv, decided := judgeHeartbeat(v, lease, now, o.grace()); decided {
+		return hv
+	}
+	st := job.Status
+	switch {
 	case st.JobDeploymentStatus == rayv1.JobDeploymentStatusValidationFailed:
 		v.Collect, v.Reason = true, "failed validation: "+oneLine(st.Message, 200)
-	case st.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete || st.JobDeploymentStatus == rayv1.JobDeploymentStatusFailed:
+	case finished(job):
 		v = judgeFinished(v, now)
 	case st.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning:
 		v = judgeDeadline(v, now, job.Spec.ActiveDeadlineSeconds, "running", "timeouts.run")
@@ -48,6 +70,75 @@ func Judge(job *rayv1.RayJob, now time.Time, olderThan time.Duration) Verdict {
 		v = judgeDeadline(v, now, job.Spec.PreRunningDeadlineSeconds, "provisioning", "timeouts.provision")
 	}
 	return v
+}
+
+func (o JudgeOptions) grace() time.Duration {
+	if o.HeartbeatGrace > 0 {
+		return o.HeartbeatGrace
+	}
+	return DefaultHeartbeatGrace
+}
+
+// finished reports whether KubeRay considers the RayJob's job over.
+func finished(job *rayv1.RayJob) bool {
+	st := job.Status.JobDeploymentStatus
+	return st == rayv1.JobDeploymentStatusComplete || st == rayv1.JobDeploymentStatusFailed
+}
+
+// judgeHeartbeat decides by the step's heartbeat Lease when it can: a
+// fresh one keeps the RayJob, a stale one collects it unless its job
+// finished, a missing one keeps it while it is younger than the grace.
+// Otherwise (released, or missing on an old RayJob) it leaves the verdict
+// to the deadlines and TTL.
+func judgeHeartbeat(v Verdict, lease *coordinationv1.Lease, now time.Time, grace time.Duration) (Verdict, bool) {
+	if lease != nil && !ownedBy(lease, v.Job) {
+		lease = nil // a previous RayJob's, about to be garbage-collected
+	}
+	if lease == nil {
+		if age := now.Sub(v.Job.CreationTimestamp.Time); age < grace {
+			v.Reason = fmt.Sprintf("no heartbeat yet, created %s ago (grace %s)", age.Round(time.Second), grace)
+			return v, true
+		}
+		return v, false
+	}
+	holder := ptrValue(lease.Spec.HolderIdentity)
+	if holder == "" {
+		return v, false // released: the step ended and kept its cluster
+	}
+	grace = max(grace, time.Duration(ptrValue(lease.Spec.LeaseDurationSeconds))*time.Second)
+	since := now.Sub(renewTime(lease))
+	if since <= grace {
+		v.Reason = fmt.Sprintf("step alive: heartbeat %s ago from %s", since.Round(time.Second), holder)
+		return v, true
+	}
+	if finished(v.Job) {
+		return v, false
+	}
+	v.Collect = true
+	v.Reason = fmt.Sprintf("step gone: no heartbeat from %s for %s (grace %s), %s", holder, since.Round(time.Second), grace, deploymentStatus(v.Job))
+	return v, true
+}
+
+// ownedBy reports whether lease is the heartbeat of job (and not of an
+// earlier RayJob of the same name).
+func ownedBy(lease *coordinationv1.Lease, job *rayv1.RayJob) bool {
+	for _, o := range lease.OwnerReferences {
+		if o.Kind == "RayJob" && o.UID == job.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// renewTime is when the Lease was last renewed (or acquired, or created).
+func renewTime(l *coordinationv1.Lease) time.Time {
+	switch {
+	case l.Spec.RenewTime != nil:
+		return l.Spec.RenewTime.Time
+	case l.Spec.AcquireTime != nil:
+		return l.Spec.AcquireTime.Time
+	}
+	return l.CreationTimestamp.Time
 }
 
 // judgeFinished collects a finished RayJob once its TTL has passed.
@@ -91,31 +182,73 @@ func judgeDeadline(v Verdict, now time.Time, seconds *int32, phase, field string
 	return v
 }
 
+// Action is what Collect did with one RayJob.
+type Action string
+
+// The actions Collect reports.
+const (
+	Deleted     Action = "deleted"
+	Kept        Action = "kept"
+	WouldDelete Action = "would delete" // dry run
+	WouldKeep   Action = "would keep"   // dry run
+	// Skipped: the RayJob was already gone, or was replaced by another of
+	// the same name (its UID changed) since it was judged.
+	Skipped Action = "skipped"
+	// Failed: the delete failed; Result.Err says why.
+	Failed Action = "failed"
+)
+
+// Result is one verdict and what Collect did about it.
+type Result struct {
+	Verdict
+	Action Action
+	// Note says why a RayJob was skipped.
+	Note string
+	// Err is the delete's error when Action is Failed.
+	Err error
+}
+
 // Collect deletes the RayJobs of the collectable verdicts (foreground: the
-// garbage collector removes their RayClusters and pods) unless dryRun, and
-// reports each through report. A RayJob changed since it was judged (its
-// UID differs) or already gone is skipped.
-func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(v Verdict, err error)) error {
+// garbage collector removes their RayClusters, pods and heartbeat Leases)
+// unless dryRun, and reports every verdict, kept or not, through report. A
+// RayJob changed since it was judged (its UID differs) or already gone is
+// skipped. The error joins the failed deletes.
+func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
 	var errs []error
-	fg := metav1.DeletePropagationForeground
 	for _, v := range verdicts {
-		if !v.Collect {
-			continue
-		}
-		var err error
-		if !dryRun {
-			uid := v.Job.UID
-			err = ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, metav1.DeleteOptions{
-				PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &uid}})
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				err = nil
-			}
-			if err != nil {
-				err = fmt.Errorf("delete RayJob %s/%s: %w", v.Job.Namespace, v.Job.Name, err)
-				errs = append(errs, err)
+		r := Result{Verdict: v}
+		switch {
+		case !v.Collect && dryRun:
+			r.Action = WouldKeep
+		case !v.Collect:
+			r.Action = Kept
+		case dryRun:
+			r.Action = WouldDelete
+		default:
+			r = deleteJudged(ctx, ray, v)
+			if r.Err != nil {
+				errs = append(errs, r.Err)
 			}
 		}
-		report(v, err)
+		report(r)
 	}
 	return errors.Join(errs...)
+}
+
+// deleteJudged deletes the RayJob of v in the foreground, if it is still
+// the one judged.
+func deleteJudged(ctx context.Context, ray rayclient.Interface, v Verdict) Result {
+	fg := metav1.DeletePropagationForeground
+	uid := v.Job.UID
+	err := ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, metav1.DeleteOptions{
+		PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case err == nil:
+		return Result{Verdict: v, Action: Deleted}
+	case apierrors.IsNotFound(err):
+		return Result{Verdict: v, Action: Skipped, Note: "already gone"}
+	case apierrors.IsConflict(err):
+		return Result{Verdict: v, Action: Skipped, Note: "replaced by another RayJob of the same name since it was judged (UID " + string(uid) + " is gone)"}
+	}
+	return Result{Verdict: v, Action: Failed, Err: fmt.Errorf("delete RayJob %s/%s: %w", v.Job.Namespace, v.Job.Name, err)}
 }

@@ -12,9 +12,11 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ListRayJobs returns raystep's RayJobs (label app.kubernetes.io/managed-by
@@ -24,17 +26,47 @@ func ListRayJobs(ctx context.Context, ray rayclient.Interface, namespace string)
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep}).String()
 	list, err := ray.RayV1().RayJobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		where := "namespace " + namespace
-		if namespace == "" {
-			where = "all namespaces"
-		}
-		return nil, fmt.Errorf("list raystep RayJobs in %s: %w", where, err)
+		return nil, fmt.Errorf("list raystep RayJobs in %s: %w", where(namespace), err)
 	}
 	jobs := list.Items
 	slices.SortFunc(jobs, func(a, b rayv1.RayJob) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return jobs, nil
+}
+
+// ListLeases returns raystep's heartbeat Leases (same label) in namespace,
+// or in every namespace when it is empty, by "namespace/name".
+func ListLeases(ctx context.Context, kube kubernetes.Interface, namespace string) (map[string]*coordinationv1.Lease, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep}).String()
+	list, err := kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list raystep heartbeat Leases in %s: %w", where(namespace), err)
+	}
+	out := make(map[string]*coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		l := &list.Items[i]
+		out[l.Namespace+"/"+l.Name] = l
+	}
+	return out, nil
+}
+
+// JudgeAll judges each RayJob with its heartbeat Lease from leases (see
+// ListLeases), in order.
+func JudgeAll(jobs []rayv1.RayJob, leases map[string]*coordinationv1.Lease, now time.Time, o JudgeOptions) []Verdict {
+	out := make([]Verdict, len(jobs))
+	for i := range jobs {
+		out[i] = Judge(&jobs[i], leases[jobs[i].Namespace+"/"+jobs[i].Name], now, o)
+	}
+	return out
+}
+
+// where names a namespace, or all of them, for errors.
+func where(namespace string) string {
+	if namespace == "" {
+		return "all namespaces"
+	}
+	return "namespace " + namespace
 }
 
 // Summary is one raystep RayJob as `raystep ls` shows it.

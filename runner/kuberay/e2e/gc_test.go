@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
@@ -43,20 +50,37 @@ func TestGCOrphans(t *testing.T) {
 	}
 	_ = cl.Teardown(t.Context(), true)
 	waitStatus(t.Context(), ns, rayv1.JobDeploymentStatusFailed)
-	time.Sleep(1500 * time.Millisecond) // past the 1s TTL
+	failed, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), killed, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the killed step's failed RayJob: %v", err)
+	}
+	if failed.Status.EndTime == nil {
+		t.Fatalf("the killed step's RayJob failed without an endTime: %+v", failed.Status)
+	}
+	select { // until its 1s TTL has passed
+	case <-time.After(time.Until(failed.Status.EndTime.Add(time.Second + 100*time.Millisecond))):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
 
 	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var verdicts []kuberay.Verdict
-	for i := range jobs {
-		verdicts = append(verdicts, kuberay.Judge(&jobs[i], time.Now(), 0))
+	leases, err := kuberay.ListLeases(t.Context(), admin.Kube, ns)
+	if err != nil {
+		t.Fatal(err)
 	}
+	// The crafted RayJobs have no heartbeat Lease, as an older raystep's;
+	// the tiny grace judges them by their deadlines at once. The killed
+	// step released its Lease at its (keeping) teardown.
+	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
 	var deleted []string
-	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(v kuberay.Verdict, err error) {
-		t.Logf("gc: %s: %s (%v)", v.Job.Name, v.Reason, err)
-		deleted = append(deleted, v.Job.Name)
+	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(r kuberay.Result) {
+		t.Logf("gc: %s %s: %s %s", r.Action, r.Job.Name, r.Reason, r.Note)
+		if r.Action == kuberay.Deleted {
+			deleted = append(deleted, r.Job.Name)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -123,3 +147,77 @@ func managedByOther(t *testing.T, c *kuberay.Clients, ns, name string) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBinarySIGKILLThenGCFreesTheCluster: while the built raystep runs,
+// its heartbeat is fresh and `raystep gc` keeps its RayJob, saying why.
+// Once it is SIGKILLed the heartbeat stops; as soon as the Lease's grace
+// has passed, `raystep gc --heartbeat-grace 1s` deletes the RayJob (its
+// deadlines are hours away), and the garbage collector removes its
+// RayCluster, pods and Lease.
+func TestBinarySIGKILLThenGCFreesTheCluster(t *testing.T) {
+	setup(t)
+	bin := buildRaystep(t)
+	ns := namespace(t, "e2e-bin-sigkill-gc")
+	s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import time; time.sleep(120)"`, "spec.timeouts.run=6h")
+	s.env = append(s.env, "RAYSTEP_HEARTBEAT_INTERVAL=1s")
+	p := s.start(t)
+	waitJobRunning(t, s, p)
+	holder := fmt.Sprintf("/%d", p.cmd.Process.Pid)
+
+	for _, args := range [][]string{{"gc", "-n", ns, "--dry-run"}, {"gc", "-n", ns}} {
+		out := s.raystep(t, args...)
+		want := "RayJob " + ns + "/" + s.id + ": step alive: heartbeat "
+		if !strings.Contains(out, want) || !strings.Contains(out, holder+"\n") {
+			t.Fatalf("raystep %s while the step runs printed %q, want a line with %q from pid %s", strings.Join(args, " "), out, want, holder)
+		}
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != -1 {
+		t.Fatalf("SIGKILLed raystep exited %d, want killed", code)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.id}, lease); err != nil {
+		t.Fatalf("the killed step's heartbeat Lease: %v", err)
+	}
+	// gc's grace is the longer of the flag's 1s and the Lease's own
+	// duration (three renewal intervals): wait until it has passed.
+	stale := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second + 100*time.Millisecond)
+	select {
+	case <-time.After(time.Until(stale)):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	out := s.raystep(t, "gc", "-n", ns, "--heartbeat-grace", "1s")
+	want := "deleted RayJob " + ns + "/" + s.id + ": step gone: no heartbeat from "
+	if !strings.Contains(out, want) || !strings.Contains(out, holder+" for ") {
+		t.Fatalf("raystep gc after the kill printed %q, want %q from pid %s", out, want, holder)
+	}
+	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, ns, []string{s.id})
+	if err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: s.id}, lease); !apierrors.IsNotFound(err) {
+		t.Errorf("the heartbeat Lease after gc: %v, want it garbage-collected with its RayJob", err)
+	}
+	nothingLeft(t, ns)
+}
+
+// raystep runs another command of the built binary with the step's
+// environment and returns its stdout, failing the test unless it exits 0.
+func (s *dagsterStep) raystep(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), s.bin, args...)
+	cmd.Env = s.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("raystep %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	t.Logf("raystep %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}

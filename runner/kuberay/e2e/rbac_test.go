@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // applyRBAC creates examples/k8s/rbac.yaml's objects in ns instead of
@@ -62,8 +64,31 @@ func TestRBAC(t *testing.T) {
 		ns := namespace(t, "e2e-rbac")
 		applyRBAC(t, ns, true)
 		b := backend(t, spec(t), ns, asServiceAccount(ns), nil)
+		var mu sync.Mutex
+		var warnings []string
+		b.Notify = func(level, msg string) {
+			t.Logf("backend %s: %s", level, msg)
+			if level == "WARNING" && (strings.Contains(msg, "forbidden") || strings.Contains(msg, "Lease")) {
+				mu.Lock()
+				warnings = append(warnings, msg)
+				mu.Unlock()
+			}
+		}
 		if _, err := newRunner(t, b).Run(t.Context(), step(b.Spec, runID(t))); err != nil {
 			t.Fatalf("step as %s/raystep: %v", ns, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(warnings) > 0 {
+			t.Errorf("the step as %s/raystep lacks a permission: %q", ns, warnings)
+		}
+		// gc, as the same account, reads the heartbeat Leases.
+		c, err := kuberay.NewClients(asServiceAccount(ns), kuberay.ConnectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kuberay.ListLeases(t.Context(), c.Kube, ns); err != nil {
+			t.Errorf("gc as %s/raystep: %v", ns, err)
 		}
 		nothingLeft(t, ns)
 	})
