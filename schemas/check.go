@@ -44,6 +44,7 @@ func (c *checker) spec(tree any) {
 	c.entrypointResources(spec["entrypointResources"], cluster)
 	timeouts, _ := spec["timeouts"].(map[string]any)
 	c.timeouts(timeouts)
+	c.sizes(tree)
 }
 
 func (c *checker) metadata(meta map[string]any) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -29,7 +30,7 @@ code is 2 when any spec is invalid.`,
 			if err != nil {
 				return err
 			}
-			return a.validate(files, set, profile)
+			return a.validate(cmd.Context(), files, set, profile)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "job spec to check (repeatable)")
@@ -38,10 +39,10 @@ code is 2 when any spec is invalid.`,
 }
 
 // validate loads every file and reports all problems of all files together.
-func (a *app) validate(files, set []string, profile *schemas.Profile) error {
+func (a *app) validate(ctx context.Context, files, set []string, profile *schemas.Profile) error {
 	all := &schemas.ValidationErrors{}
 	for _, f := range files {
-		_, err := schemas.Load(f, schemas.LoadOptions{Set: set, Profile: profile})
+		_, err := schemas.LoadContext(ctx, f, schemas.LoadOptions{Set: set, Profile: profile, Stdin: a.stdin})
 		var ve *schemas.ValidationErrors
 		switch {
 		case errors.As(err, &ve):
