@@ -17,7 +17,7 @@ import (
 // the same numbers.
 const (
 	// MaxFileBytes is the largest spec or profile file raystep reads.
-	MaxFileBytes = 512 << 10
+	MaxFileBytes = 128 << 10
 	// MaxDepth is how deeply maps and lists may nest.
 	MaxDepth = 32
 	// MaxValues is how many values (maps, lists, scalars) a document may
@@ -104,9 +104,9 @@ func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
 // tooLarge says a file is over MaxFileBytes; size < 0 when unknown.
 func tooLarge(size int64) string {
 	if size < 0 {
-		return fmt.Sprintf("is larger than %s; a spec may be at most %s", kib(MaxFileBytes), kib(MaxFileBytes))
+		return fmt.Sprintf("is larger than %s, the most raystep reads", kib(MaxFileBytes))
 	}
-	return fmt.Sprintf("is %s; a spec may be at most %s", kib(int(min(size, 1<<50))), kib(MaxFileBytes))
+	return fmt.Sprintf("is %s; raystep reads at most %s", kib(int(min(size, 1<<50))), kib(MaxFileBytes))
 }
 
 // kib prints a byte count for people.
