@@ -46,6 +46,7 @@ vet:
 test-go: venv build k8s-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 15s -fuzzminimizetime 2s ./schemas
 
 test-python: venv build
 	@if ls dagster_integration/tests/test_*.py >/dev/null 2>&1; then \

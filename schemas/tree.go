@@ -48,7 +48,11 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
 	errs := &ValidationErrors{}
 	pos := positions{}
-	if msg := textProblem(data); msg != "" {
+	msg := tooLarge(int64(len(data)))
+	if len(data) <= MaxFileBytes {
+		msg = textProblem(data)
+	}
+	if msg != "" {
 		errs.add(file, pos, "/", "%s", msg)
 		return nil, pos, errs
 	}
