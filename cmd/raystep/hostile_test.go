@@ -258,3 +258,51 @@ func waitDrained(t *testing.T, w *os.File, done chan error) {
 		}
 	}
 }
+
+// TestRunHostileSpecStartsNothing checks that specs which used to pass
+// validate and fail late (at create, or with a job PENDING for ever) stop
+// `run` with exit 2 before ray is ever run.
+func TestRunHostileSpecStartsNothing(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, spec, want string }{
+		{
+			name: "NUL in an env var", spec: specHead + "    env_vars: {A: \"x\\0y\"}\n",
+			want: "/spec/runtimeEnv/env_vars/A: contains the control character U+0000",
+		},
+		{
+			name: "10,000 deep", spec: specHead + "    config: {x: " + strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000) + "}\n",
+			want: "line 9: the spec nests deeper than 32 levels",
+		},
+		{
+			name: "over 3 MiB", spec: specHead + "    env_vars:\n      V: x\n" +
+				"      W: " + strings.Repeat("w", 3<<20) + "\n",
+			want: "is 3.0 MiB; raystep reads at most 128 KiB",
+		},
+		{
+			name: "RayJob too large for the API server",
+			spec: specHead + "    env_vars:\n      V0: &big " + strings.Repeat("<", 60_000) + "\n" +
+				"      V1: *big\n      V2: *big\n      V3: *big\n      V4: *big\n      V5: *big\n      V6: *big\n      V7: *big\n",
+			want: "/spec/runtimeEnv/env_vars: the spec is 2.7 MiB as JSON",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			file := filepath.Join(t.TempDir(), "hostile.yaml")
+			if err := os.WriteFile(file, []byte(tt.spec), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bin, invocations := rayWrapper(t)
+			code, _, stderr := runRay(t, map[string]string{"RAYSTEP_RAY_BIN": bin}, "run", "-f", file)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+			if !strings.HasPrefix(stderr, file+": ") || !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr = %q, want %q after the file name", stderr, tt.want)
+			}
+			if _, err := os.Stat(invocations); !os.IsNotExist(err) {
+				t.Errorf("ray was run for a refused spec (stat %s: %v)", invocations, err)
+			}
+		})
+	}
+}
