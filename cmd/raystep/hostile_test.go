@@ -251,6 +251,7 @@ func waitDrained(t *testing.T, w *os.File, done chan error) {
 		}
 		select {
 		case err := <-done:
+			done <- err // for the cleanup
 			t.Fatalf("raystep exited before reading its spec: %v", err)
 		case <-timeout:
 			t.Fatal("raystep did not read its spec within a minute")
@@ -293,7 +294,10 @@ func TestRunHostileSpecStartsNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			bin, invocations := rayWrapper(t)
-			code, _, stderr := runRay(t, map[string]string{"RAYSTEP_RAY_BIN": bin}, "run", "-f", file)
+			// RAY_ADDRESS points at nothing, so that were the spec let
+			// through, run would fail with exit 3 and start no head.
+			env := map[string]string{"RAYSTEP_RAY_BIN": bin, "RAY_ADDRESS": "http://127.0.0.1:1"}
+			code, _, stderr := runRay(t, env, "run", "-f", file)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
 			}
