@@ -61,7 +61,7 @@ func readFile(ctx context.Context, file string, in io.Reader) (data []byte, prob
 		}
 		switch {
 		case st.IsDir():
-			return nil, "is a directory, not a spec file", nil
+			return nil, "is a directory, not a file", nil
 		case st.Mode().IsRegular() && st.Size() > MaxFileBytes:
 			return nil, tooLarge(st.Size()), nil
 		}

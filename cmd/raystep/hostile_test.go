@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,15 +63,26 @@ func manyEnvVars(t *testing.T, file string, n int) {
 	}
 }
 
+// buildMaxRSS compiles testdata/maxrss, which measures a command's own
+// peak RSS.
+func buildMaxRSS(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "maxrss")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/maxrss").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build maxrss: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestValidateHostileSpecs runs the built binary on specs made to hurt it:
 // each is refused with exit 2 and one line that names the file and says
 // what is wrong, in little memory. go test -v prints wall time and peak
-// RSS of each. The child's peak RSS includes this test process's own at the
-// time it started the child (Go starts children with vfork), so it is an
-// upper bound; the test writes its big specs without holding them.
+// RSS of each.
 func TestValidateHostileSpecs(t *testing.T) {
 	t.Parallel()
-	bin := buildRaystep(t)
+	bin, maxrss := buildRaystep(t), buildMaxRSS(t)
+	rssFile := filepath.Join(t.TempDir(), "rss")
 	elf, err := os.ReadFile("/bin/true")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +158,7 @@ func TestValidateHostileSpecs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, "validate", "-f", file)
+		cmd := exec.Command(maxrss, rssFile, bin, "validate", "-f", file)
 		name := file
 		if tt.stdin {
 			f, err := os.Open(file)
@@ -154,7 +166,7 @@ func TestValidateHostileSpecs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			cmd, name = exec.Command(bin, "validate", "-f", "-"), "<stdin>"
+			cmd, name = exec.Command(maxrss, rssFile, bin, "validate", "-f", "-"), "<stdin>"
 			cmd.Stdin = f
 		}
 		cmd.Env = childEnv()
@@ -170,7 +182,15 @@ func TestValidateHostileSpecs(t *testing.T) {
 		if diff := cmp.Diff(name+tt.want, stderr.String()); diff != "" {
 			t.Errorf("%s: stderr (-want +got):\n%s", tt.name, diff)
 		}
-		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+		kib, err := os.ReadFile(rssFile)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		rss, err := strconv.Atoi(strings.TrimSpace(string(kib)))
+		if err != nil {
+			t.Fatalf("%s: maxrss wrote %q", tt.name, kib)
+		}
+		rss <<= 10
 		if rss >= maxRSS {
 			t.Errorf("%s: peak RSS %d MiB, want under %d MiB", tt.name, rss>>20, maxRSS>>20)
 		}
