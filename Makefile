@@ -50,6 +50,7 @@ vet:
 test-go: venv build k8s-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 15s -fuzzminimizetime 2s ./schemas
 
 # PYTHON_SRC is the Python that ruff checks; mypy is strict on dagster_raystep
 # (its settings are in dagster_integration/pyproject.toml).

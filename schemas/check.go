@@ -44,6 +44,7 @@ func (c *checker) spec(tree any) {
 	c.entrypointResources(spec["entrypointResources"], cluster)
 	timeouts, _ := spec["timeouts"].(map[string]any)
 	c.timeouts(timeouts)
+	c.sizes(tree)
 }
 
 func (c *checker) metadata(meta map[string]any) {
@@ -66,10 +67,18 @@ func (c *checker) workingDir(wd string) {
 	st, err := os.Stat(resolveDir(c.dir, wd))
 	switch {
 	case err != nil:
-		c.add("/spec/workingDir", "%q (relative to the spec's directory) does not exist", wd)
+		c.add("/spec/workingDir", "%q (relative to %s) does not exist", wd, c.relativeTo())
 	case !st.IsDir():
 		c.add("/spec/workingDir", "%q is not a directory", wd)
 	}
+}
+
+// relativeTo says what a relative workingDir is relative to.
+func (c *checker) relativeTo() string {
+	if c.file == StdinName {
+		return "the current directory"
+	}
+	return "the spec's directory"
 }
 
 func (c *checker) cluster(cluster map[string]any) {

@@ -10,7 +10,8 @@ import (
 // FieldError is one problem found in a spec or profile, located by file and
 // JSON pointer (and by line and column when the YAML source is known).
 type FieldError struct {
-	// File is the path as the user gave it, or "--set" for an override.
+	// File is the path as the user gave it, or "--set path=value" for a
+	// value that override set.
 	File string
 	// Pointer is the RFC 6901 JSON pointer of the value; "/" for the document.
 	Pointer string
@@ -20,8 +21,12 @@ type FieldError struct {
 	Message string
 }
 
-// Error formats the error as "FILE: /json/pointer: message".
+// Error formats the error as "FILE: /json/pointer: message", or as
+// "FILE: message" when it is about the whole file.
 func (e FieldError) Error() string {
+	if e.Pointer == "/" || e.Pointer == "" {
+		return fmt.Sprintf("%s: %s", e.File, e.Message)
+	}
 	return fmt.Sprintf("%s: %s: %s", e.File, e.Pointer, e.Message)
 }
 
@@ -40,9 +45,13 @@ func (v *ValidationErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// add records a problem at pointer, looking up its source position.
+// add records a problem at pointer, looking up its source position; a
+// value a --set override gave is blamed on that override.
 func (v *ValidationErrors) add(file string, pos positions, pointer, format string, args ...any) {
 	p := pos.at(pointer)
+	if p.set != "" {
+		file = SetSource + " " + p.set
+	}
 	v.Errors = append(v.Errors, FieldError{
 		File: file, Pointer: pointer, Line: p.line, Column: p.column,
 		Message: fmt.Sprintf(format, args...),

@@ -1,9 +1,10 @@
 package schemas
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 )
 
@@ -13,17 +14,59 @@ type LoadOptions struct {
 	Set []string
 	// Profile checks GPU types and images; nil means DefaultProfile().
 	Profile *Profile
+	// Stdin is read for the file "-"; the spec is then named StdinName in
+	// errors and a relative workingDir is relative to the current directory.
+	Stdin io.Reader
 }
 
 // Load reads, overrides, validates and defaults the spec in file (YAML or
-// JSON). Any problem with the input, however many, comes back as one
-// *ValidationErrors; other errors mean raystep itself is broken.
+// JSON), or in opts.Stdin for "-". Any problem with the input, however many,
+// comes back as one *ValidationErrors; other errors mean raystep itself is
+// broken.
 func Load(file string, opts LoadOptions) (*Spec, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, &ValidationErrors{Errors: []FieldError{{File: file, Pointer: "/", Message: readError(err)}}}
+	return LoadContext(context.Background(), file, opts)
+}
+
+// LoadContext is Load that gives up when ctx is done: it then returns an
+// error wrapping context.Cause(ctx) at once, even while reading a pipe that
+// never closes or parsing. The abandoned work is bounded by the limits in
+// limits.go and ends with the process.
+func LoadContext(ctx context.Context, file string, opts LoadOptions) (*Spec, error) {
+	type result struct {
+		spec *Spec
+		err  error
 	}
-	return Parse(file, data, opts)
+	ch := make(chan result, 1)
+	go func() {
+		spec, err := load(ctx, file, opts)
+		ch <- result{spec, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.spec, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("load %s: %w", displayName(file), context.Cause(ctx))
+	}
+}
+
+func load(ctx context.Context, file string, opts LoadOptions) (*Spec, error) {
+	data, problem, err := readFile(ctx, file, opts.Stdin)
+	name := displayName(file)
+	switch {
+	case err != nil:
+		return nil, err
+	case problem != "":
+		return nil, &ValidationErrors{Errors: []FieldError{{File: name, Pointer: "/", Message: problem}}}
+	}
+	return Parse(name, data, opts)
+}
+
+// displayName is how errors name file: StdinName for "-".
+func displayName(file string) string {
+	if file == "-" {
+		return StdinName
+	}
+	return file
 }
 
 // Parse is Load for bytes already read; file names the spec in errors and
@@ -46,6 +89,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 		return nil, errs.orNil()
 	}
 	tree, err = ApplySet(tree, opts.Set)
+	blameSet(pos, opts.Set)
 	var setErrs *ValidationErrors
 	if errors.As(err, &setErrs) {
 		errs.Errors = append(errs.Errors, setErrs.Errors...)
@@ -53,7 +97,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if err := validateSchema(c.jobSpec, file, tree, pos, errs); err != nil {
 		return nil, err
 	}
-	chk := &checker{file: file, dir: filepath.Dir(file), pos: pos, errs: errs, profile: profile}
+	chk := &checker{file: file, dir: specDir(file), pos: pos, errs: errs, profile: profile}
 	chk.spec(tree)
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
@@ -70,6 +114,9 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", file, err)
+	}
+	if file == StdinName {
+		abs = StdinName
 	}
 	s := &Spec{
 		File:       abs,
@@ -109,7 +156,11 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 		},
 	}
 	if r.WorkingDir != "" {
-		s.Spec.WorkingDir = resolveDir(filepath.Dir(abs), r.WorkingDir)
+		dir, err := filepath.Abs(specDir(file))
+		if err != nil {
+			return nil, fmt.Errorf("resolve the directory of %s: %w", file, err)
+		}
+		s.Spec.WorkingDir = resolveDir(dir, r.WorkingDir)
 	}
 	for _, w := range r.Cluster.Workers {
 		s.Spec.Cluster.Workers = append(s.Spec.Cluster.Workers, buildWorker(w))
@@ -177,6 +228,15 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// specDir is what a relative workingDir is relative to: the spec file's
+// directory, or the current directory for a spec read from stdin.
+func specDir(file string) string {
+	if file == StdinName {
+		return "."
+	}
+	return filepath.Dir(file)
 }
 
 // resolveDir makes dir absolute against base.

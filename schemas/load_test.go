@@ -156,7 +156,7 @@ spec:
 func TestLoadMissingFile(t *testing.T) {
 	t.Parallel()
 	_, err := Load("testdata/nope.yaml", LoadOptions{})
-	want := "testdata/nope.yaml: /: cannot read the file: it does not exist"
+	want := "testdata/nope.yaml: cannot read the file: it does not exist"
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v, want %q", err, want)
 	}

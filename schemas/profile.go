@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -108,9 +109,12 @@ func DefaultProfileYAML() []byte { return append([]byte(nil), defaultProfile...)
 
 // LoadProfile reads, validates and defaults a profile file.
 func LoadProfile(file string) (*Profile, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, &ValidationErrors{Errors: []FieldError{{File: file, Pointer: "/", Message: readError(err)}}}
+	data, problem, err := readFile(context.Background(), file, nil)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read profile %s: %w", file, err)
+	case problem != "":
+		return nil, &ValidationErrors{Errors: []FieldError{{File: file, Pointer: "/", Message: problem}}}
 	}
 	return ParseProfile(file, data)
 }

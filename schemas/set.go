@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// SetSource is the File of FieldErrors caused by --set overrides.
+// SetSource starts the File of FieldErrors caused by --set overrides:
+// "--set spec.timeouts.run=10x".
 const SetSource = "--set"
 
 // ApplySet applies "path=value" overrides to a decoded document in place and
@@ -16,7 +17,7 @@ const SetSource = "--set"
 // "[a, b]" a list), except that it stays a string where the document holds a
 // string or a map of strings (env_vars, labels, annotations), so
 // --set spec.runtimeEnv.env_vars.THRESHOLD=0.75 sets "0.75". Missing maps on
-// the way are created. Errors are FieldErrors with File SetSource.
+// the way are created. Errors are FieldErrors with File "--set path=value".
 func ApplySet(doc any, set []string) (any, error) {
 	errs := &ValidationErrors{}
 	if doc == nil {
@@ -25,12 +26,12 @@ func ApplySet(doc any, set []string) (any, error) {
 	for _, s := range set {
 		path, value, ok := strings.Cut(s, "=")
 		if !ok || path == "" {
-			errs.Errors = append(errs.Errors, FieldError{File: SetSource, Pointer: "/",
-				Message: fmt.Sprintf("%q: expected path=value, e.g. spec.timeouts.run=10m", s)})
+			errs.Errors = append(errs.Errors, FieldError{File: SetSource + " " + s, Pointer: "/",
+				Message: "expected path=value, e.g. spec.timeouts.run=10m"})
 			continue
 		}
 		if err := setPath(doc, strings.Split(path, "."), value); err != nil {
-			errs.Errors = append(errs.Errors, FieldError{File: SetSource, Pointer: dottedPointer(path),
+			errs.Errors = append(errs.Errors, FieldError{File: SetSource + " " + s, Pointer: dottedPointer(path),
 				Message: fmt.Sprintf("cannot set %q: %s", path, err)})
 		}
 	}
@@ -88,6 +89,24 @@ func parseSetValue(raw string, current any, inStringMap bool) any {
 		return raw
 	}
 	return tree
+}
+
+// blameSet records that the values of the overrides in set come from them,
+// not from the file, so errors about them name the --set argument.
+func blameSet(at positions, set []string) {
+	for _, s := range set {
+		path, _, ok := strings.Cut(s, "=")
+		if !ok || path == "" {
+			continue
+		}
+		ptr := dottedPointer(path)
+		for p := range at {
+			if strings.HasPrefix(p, ptr+"/") {
+				delete(at, p)
+			}
+		}
+		at[ptr] = pos{set: s}
+	}
 }
 
 // dottedPointer turns a dotted path into a JSON pointer.

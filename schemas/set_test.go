@@ -33,17 +33,17 @@ func TestApplySet(t *testing.T) {
 		{
 			name:    "no equals",
 			set:     []string{"spec.run"},
-			wantErr: `--set: /: "spec.run": expected path=value, e.g. spec.timeouts.run=10m`,
+			wantErr: `--set spec.run: expected path=value, e.g. spec.timeouts.run=10m`,
 		},
 		{
 			name:    "through a scalar",
 			set:     []string{"a=1", "a.b=2"},
-			wantErr: `--set: /a/b: cannot set "a.b": "a" is not a map or list`,
+			wantErr: `--set a.b=2: /a/b: cannot set "a.b": "a" is not a map or list`,
 		},
 		{
 			name:    "bad index",
 			set:     []string{"l=[1]", "l.5=2"},
-			wantErr: `--set: /l/5: cannot set "l.5": "5" is not an index of a list of 1 items`,
+			wantErr: `--set l.5=2: /l/5: cannot set "l.5": "5" is not an index of a list of 1 items`,
 		},
 	}
 	for _, tt := range tests {
@@ -81,9 +81,52 @@ func TestLoadWithSet(t *testing.T) {
 	if diff := cmp.Diff([]any{"30m0s", "0.75"}, got); diff != "" {
 		t.Errorf("overrides (-want +got):\n%s", diff)
 	}
-	_, err = Load("../examples/ads_ranking/eval.yaml", LoadOptions{Set: []string{"spec.teardown=sometimes"}})
-	want := `../examples/ads_ranking/eval.yaml: /spec/teardown: value must be one of 'always', 'on_success', 'never'`
-	if err == nil || err.Error() != want {
-		t.Errorf("invalid override: got %v, want %q", err, want)
+}
+
+// TestSetErrorsBlameTheOverride checks that a problem with a value --set
+// gave names the --set argument, not the file that never held it.
+func TestSetErrorsBlameTheOverride(t *testing.T) {
+	t.Parallel()
+	const eval = "../examples/ads_ranking/eval.yaml"
+	tests := []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{
+			name: "bad value",
+			set:  []string{"spec.teardown=sometimes"},
+			want: `--set spec.teardown=sometimes: /spec/teardown: value must be one of 'always', 'on_success', 'never'`,
+		},
+		{
+			name: "unknown key",
+			set:  []string{"spec.timeouts.rn=10m"},
+			want: `--set spec.timeouts.rn=10m: /spec/timeouts/rn: unknown key "rn" (did you mean "run"?)`,
+		},
+		{
+			name: "inside a value it set",
+			set:  []string{"spec.cluster.workers=[{name: a, cpus: 1, memory: 1Gi, replica: 2}]"},
+			want: `--set spec.cluster.workers=[{name: a, cpus: 1, memory: 1Gi, replica: 2}]: ` +
+				`/spec/cluster/workers/0/replica: unknown key "replica" (did you mean "replicas"?)`,
+		},
+		{
+			name: "each override answers for its own value",
+			set:  []string{"spec.timeouts.run=1h", "metadata.name=Bad_Name"},
+			want: `--set metadata.name=Bad_Name: /metadata/name: "Bad_Name" is not a DNS-1035 label ` +
+				`(lower-case letters, digits and '-', starting with a letter, ending with a letter or digit)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(eval, LoadOptions{Set: tt.set})
+			var ve *ValidationErrors
+			if !errors.As(err, &ve) {
+				t.Fatalf("Load = %v, want *ValidationErrors", err)
+			}
+			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

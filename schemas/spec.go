@@ -31,7 +31,7 @@ const (
 
 // Spec is a loaded, validated and defaulted job spec.
 type Spec struct {
-	// File is the absolute path of the spec file.
+	// File is the absolute path of the spec file, or StdinName.
 	File       string
 	APIVersion string
 	Kind       string

@@ -14,8 +14,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// pos is a 1-based source position.
-type pos struct{ line, column int }
+// pos is a 1-based source position, or the --set override a value came
+// from.
+type pos struct {
+	line, column int
+	// set is the "path=value" argument that set the value; "" for the file.
+	set string
+}
 
 // positions maps JSON pointers to where their value starts in the source.
 type positions map[string]pos
@@ -43,6 +48,14 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
 	errs := &ValidationErrors{}
 	pos := positions{}
+	msg := tooLarge(int64(len(data)))
+	if len(data) <= MaxFileBytes {
+		msg = textProblem(data)
+	}
+	if msg != "" {
+		errs.add(file, pos, "/", "%s", msg)
+		return nil, pos, errs
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	err := dec.Decode(&doc)
@@ -72,35 +85,58 @@ func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
 	return v, pos, errs
 }
 
+// tooDeep is the message for nesting deeper than MaxDepth.
+var tooDeep = fmt.Sprintf("the spec nests deeper than %d levels; raystep reads at most %[1]d", MaxDepth)
+
 // syntaxError turns a go-yaml error into a FieldError with its line.
 func syntaxError(file string, err error) FieldError {
 	fe := FieldError{File: file, Pointer: "/", Message: strings.TrimPrefix(err.Error(), "yaml: ")}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		fe.Line, _ = strconv.Atoi(m[1])
-		fe.Message = fmt.Sprintf("line %s: %s", m[1], m[2])
+		msg := m[2]
+		if strings.HasPrefix(msg, "exceeded max depth") {
+			msg = tooDeep // go-yaml's own limit is far above ours
+		}
+		fe.Message = fmt.Sprintf("line %s: %s", m[1], msg)
 	}
 	return fe
 }
 
-// treeDecoder turns yaml.Nodes into plain values.
+// treeDecoder turns yaml.Nodes into plain values, expanding aliases within
+// the budget of MaxDepth, MaxValues and MaxExpandedBytes: past it, decoding
+// stops with one error, so an alias bomb costs no more than a large file.
 type treeDecoder struct {
 	file string
 	pos  positions
 	errs *ValidationErrors
+	// depth, values and bytes are spent so far; over is set once the
+	// budget ran out.
+	depth, values, bytes int
+	over                 bool
+	// alias is the outermost alias being expanded, nil outside one.
+	alias *yaml.Node
 }
 
 func (d *treeDecoder) node(n *yaml.Node, ptr string) any {
-	key := ptr
-	if key == "" {
-		key = "/"
+	key := ptrOr(ptr)
+	if d.over || !d.spend(n, key) {
+		return nil
 	}
-	d.pos[key] = pos{n.Line, n.Column}
+	d.pos[key] = pos{line: n.Line, column: n.Column}
 	switch n.Kind {
 	case yaml.AliasNode:
+		if d.alias == nil {
+			d.alias = n
+			defer func() { d.alias = nil }()
+		}
 		return d.node(n.Alias, ptr)
 	case yaml.MappingNode:
+		d.depth++
+		defer func() { d.depth-- }()
 		return d.mapping(n, ptr)
 	case yaml.SequenceNode:
+		d.depth++
+		defer func() { d.depth-- }()
 		out := make([]any, len(n.Content))
 		for i, c := range n.Content {
 			out[i] = d.node(c, ptr+"/"+strconv.Itoa(i))
@@ -126,19 +162,56 @@ func (d *treeDecoder) mapping(n *yaml.Node, ptr string) any {
 			continue
 		}
 		child := ptr + "/" + escapeToken(k.Value)
+		if r, bad := valueControl(k.Value, true); bad {
+			d.pos[child] = pos{line: k.Line, column: k.Column}
+			d.errs.add(d.file, d.pos, child, "the key contains the control character %U, which is not allowed", r)
+			continue
+		}
+		d.bytes += len(k.Value)
 		if _, dup := out[k.Value]; dup {
-			d.pos[child] = pos{k.Line, k.Column}
+			d.pos[child] = pos{line: k.Line, column: k.Column}
 			d.errs.add(d.file, d.pos, child, "duplicate key %q", k.Value)
 			continue
 		}
 		out[k.Value] = d.node(v, child)
 		// Point at the key, which is where a reader looks for it.
-		d.pos[child] = pos{k.Line, k.Column}
+		d.pos[child] = pos{line: k.Line, column: k.Column}
 	}
 	return out
 }
 
+// spend charges one value to the budget and reports whether it was left.
+func (d *treeDecoder) spend(n *yaml.Node, ptr string) bool {
+	d.values++
+	if n.Kind == yaml.ScalarNode {
+		d.bytes += len(n.Value)
+	}
+	var msg string
+	switch {
+	case d.depth >= MaxDepth && (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode):
+		msg = tooDeep
+	case d.values > MaxValues:
+		msg = fmt.Sprintf("the spec holds more than %d values; raystep reads at most %[1]d", MaxValues)
+	case d.bytes > MaxExpandedBytes:
+		msg = fmt.Sprintf("the spec holds more than %s of text; raystep reads at most %[1]s", kib(MaxExpandedBytes))
+	default:
+		return true
+	}
+	if d.alias != nil {
+		msg = fmt.Sprintf("line %d: alias *%s repeats so much that %s (each use of an alias counts its whole value again)",
+			d.alias.Line, d.alias.Value, msg)
+	}
+	d.over = true
+	d.pos[ptr] = pos{line: n.Line, column: n.Column}
+	d.errs.add(d.file, d.pos, ptr, "%s", msg)
+	return false
+}
+
 func (d *treeDecoder) scalar(n *yaml.Node, ptr string) any {
+	if r, bad := valueControl(n.Value, false); bad {
+		d.errs.add(d.file, d.pos, ptr, "contains the control character %U, which Ray and Kubernetes do not accept", r)
+		return nil
+	}
 	switch n.ShortTag() {
 	case "!!null":
 		return nil

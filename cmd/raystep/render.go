@@ -33,7 +33,7 @@ Dagster flags preview the name and labels a given step attempt gets.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.file, "file", "f", "", "job spec to render (required)")
+	f.StringVarP(&o.file, "file", "f", "", "job spec to render, - for stdin (required)")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
@@ -55,7 +55,7 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, err := schemas.Load(o.file, schemas.LoadOptions{Set: o.set, Profile: profile})
+	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin})
 	if err != nil {
 		return err
 	}

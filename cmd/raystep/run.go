@@ -73,7 +73,7 @@ for the teardown.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.file, "file", "f", "", "job spec to run (required)")
+	f.StringVarP(&o.file, "file", "f", "", "job spec to run, - for stdin (required)")
 	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
@@ -146,7 +146,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, not
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	spec, err := schemas.Load(o.file, schemas.LoadOptions{Set: o.set, Profile: profile})
+	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin})
 	if err == nil {
 		err = checkWorkingDir(cmd.Context(), o.file, spec)
 	}

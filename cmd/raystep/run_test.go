@@ -14,8 +14,14 @@ import (
 // runTest runs raystep in-process with env as its whole environment.
 func runTest(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runTestStdin(t, env, "", args...)
+}
+
+// runTestStdin is runTest with stdin as the standard input.
+func runTestStdin(t *testing.T, env map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, lookup: envconfig.MapLookuper(env)}
+	a := &app{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, lookup: envconfig.MapLookuper(env)}
 	code = a.main(context.Background(), args)
 	return code, out.String(), errOut.String()
 }
@@ -33,6 +39,7 @@ func TestCommands(t *testing.T) {
 	tests := []struct {
 		name       string
 		env        map[string]string
+		stdin      string
 		args       []string
 		wantCode   int
 		wantOut    string
@@ -60,16 +67,37 @@ func TestCommands(t *testing.T) {
 			wantErr: invalid + `unknown_keys.yaml: /spec/clster: unknown key "clster" (did you mean "cluster"?)
 ` + invalid + `unknown_keys.yaml: /spec/cluster/head/gpus: unknown key "gpus" (did you mean "cpus"?)
 ` + invalid + `unknown_keys.yaml: /spec/cluster/workers/0/replica: unknown key "replica" (did you mean "replicas"?)
-` + invalid + `broken_yaml.yaml: /: line 7: did not find expected ',' or ']'
+` + invalid + `broken_yaml.yaml: line 7: did not find expected ',' or ']'
 `,
 		},
 		{
 			name: "set override", args: []string{"validate", "-f", eval, "--set", "spec.teardown=sometimes"}, wantCode: 2,
-			wantErr: eval + ": /spec/teardown: value must be one of 'always', 'on_success', 'never'\n",
+			wantErr: "--set spec.teardown=sometimes: /spec/teardown: value must be one of 'always', 'on_success', 'never'\n",
+		},
+		{
+			name: "unknown key from --set", args: []string{"validate", "-f", eval, "--set", "spec.timeouts.rn=10m"}, wantCode: 2,
+			wantErr: "--set spec.timeouts.rn=10m: /spec/timeouts/rn: unknown key \"rn\" (did you mean \"run\"?)\n",
+		},
+		{
+			name: "spec from stdin", stdin: readFile(t, train), args: []string{"validate", "-f", "-"},
+			wantOut: "<stdin>: ok\n",
+		},
+		{
+			name: "bad spec from stdin", stdin: "kind: RayStep\n", args: []string{"validate", "-f", "-"}, wantCode: 2,
+			wantErrHas: "<stdin>: /apiVersion: required key \"apiVersion\" is missing\n",
+		},
+		{
+			name: "binary spec from stdin", stdin: "\x7fELF\x02\x01\x01\x00", args: []string{"render", "-f", "-"}, wantCode: 2,
+			wantErr: "<stdin>: is a binary file, not a YAML or JSON spec (it contains NUL bytes)\n",
+		},
+		{
+			name: "stdin workingDir is relative to the current directory", stdin: strings.Replace(readFile(t, train),
+				"workingDir: .", "workingDir: ./no-such-dir", 1), args: []string{"validate", "-f", "-"}, wantCode: 2,
+			wantErrHas: "<stdin>: /spec/workingDir: \"./no-such-dir\" (relative to the current directory) does not exist",
 		},
 		{
 			name: "missing profile", args: []string{"validate", "--profile", "nope.yaml", "-f", train}, wantCode: 2,
-			wantErr: "nope.yaml: /: cannot read the file: it does not exist\n",
+			wantErr: "nope.yaml: cannot read the file: it does not exist\n",
 		},
 		{name: "validate without files", args: []string{"validate"}, wantCode: 2, wantErrHas: "at least one -f SPEC"},
 		{name: "unknown flag", args: []string{"validate", "--nope"}, wantCode: 2, wantErrHas: "unknown flag: --nope"},
@@ -91,12 +119,12 @@ func TestCommands(t *testing.T) {
 			wantErr: "raystep: run --backend kuberay looks at Kubernetes: no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or start a local cluster with `make sandbox`\n"},
 		{name: "gc zero heartbeat grace", args: []string{"gc", "--heartbeat-grace", "0s"}, wantCode: 2, wantErrHas: "--heartbeat-grace 0s: must be positive"},
 		{name: "ls without a cluster", args: []string{"ls", "--kubeconfig", "/nonexistent/kubeconfig"}, wantCode: 3, wantErrHas: "/nonexistent/kubeconfig"},
-		{name: "schema arg", args: []string{"schema", "other"}, wantCode: 2, wantErrHas: `invalid argument "other"`},
+		{name: "schema arg", args: []string{"schema", "other"}, wantCode: 2, wantErrHas: `schema: unknown schema "other": want jobspec or profile`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			code, out, errOut := runTest(t, tt.env, tt.args...)
+			code, out, errOut := runTestStdin(t, tt.env, tt.stdin, tt.args...)
 			if code != tt.wantCode {
 				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tt.wantCode, errOut)
 			}

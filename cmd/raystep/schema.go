@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/schemas"
@@ -12,7 +16,7 @@ func (a *app) schemaCommand() *cobra.Command {
 		Short:     "Print the job-spec (or platform-profile) JSON Schema",
 		Long:      "schema prints the JSON Schema (draft 2020-12) raystep validates job specs against, or with \"profile\" the platform-profile schema. Point your editor's YAML language server at it.",
 		Example:   "  raystep schema > jobspec.schema.json",
-		Args:      cobra.MatchAll(cobra.MaximumNArgs(1), cobra.OnlyValidArgs),
+		Args:      schemaArgs,
 		ValidArgs: []string{"jobspec", "profile"},
 		PreRun:    a.begin,
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -24,4 +28,16 @@ func (a *app) schemaCommand() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// schemaArgs accepts at most one schema name and lists them all otherwise.
+func schemaArgs(cmd *cobra.Command, args []string) error {
+	want := strings.Join(cmd.ValidArgs, " or ")
+	switch {
+	case len(args) > 1:
+		return &usageError{fmt.Errorf("schema: one schema at a time, got %q: want %s", args, want)}
+	case len(args) == 1 && !slices.Contains(cmd.ValidArgs, args[0]):
+		return &usageError{fmt.Errorf("schema: unknown schema %q: want %s", args[0], want)}
+	}
+	return nil
 }

@@ -16,12 +16,15 @@ func (a *app) validateCommand() *cobra.Command {
 		Use:   "validate -f SPEC [-f SPEC]...",
 		Short: "Check job specs against the schema and the platform profile",
 		Long: `validate checks each spec against the job-spec schema, Kubernetes naming and
-quantity rules and the platform profile (GPU types, allowed images). Every
-problem is printed, one per line, as "FILE: /json/pointer: message"; the exit
-code is 2 when any spec is invalid.`,
-		Example: "  raystep validate -f examples/ads_ranking/train.yaml -f examples/ads_ranking/eval.yaml",
-		Args:    cobra.NoArgs,
-		PreRun:  a.begin,
+quantity rules, the platform profile (GPU types, allowed images) and raystep's
+size limits (see schemas/SPEC.md). Every problem is printed, one per line, as
+"FILE: /json/pointer: message"; the exit code is 2 when any spec is invalid.
+"-f -" reads the spec from stdin, named <stdin> in errors; its relative
+workingDir is then relative to the current directory.`,
+		Example: "  raystep validate -f examples/ads_ranking/train.yaml -f examples/ads_ranking/eval.yaml\n" +
+			"  raystep validate -f - < train.yaml",
+		Args:   cobra.NoArgs,
+		PreRun: a.begin,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
 				return &usageError{errors.New("validate: at least one -f SPEC is required")}
@@ -33,7 +36,7 @@ code is 2 when any spec is invalid.`,
 			return a.validate(cmd.Context(), files, set, profile)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "job spec to check (repeatable)")
+	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "job spec to check, - for stdin (repeatable)")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	return cmd
 }
@@ -42,7 +45,7 @@ code is 2 when any spec is invalid.`,
 func (a *app) validate(ctx context.Context, files, set []string, profile *schemas.Profile) error {
 	all := &schemas.ValidationErrors{}
 	for _, f := range files {
-		spec, err := schemas.Load(f, schemas.LoadOptions{Set: set, Profile: profile})
+		spec, err := schemas.LoadContext(ctx, f, schemas.LoadOptions{Set: set, Profile: profile, Stdin: a.stdin})
 		if err == nil {
 			err = checkWorkingDir(ctx, f, spec)
 		}
@@ -52,6 +55,8 @@ func (a *app) validate(ctx context.Context, files, set []string, profile *schema
 			all.Errors = append(all.Errors, ve.Errors...)
 		case err != nil:
 			return fmt.Errorf("validate %s: %w", f, err)
+		case f == "-":
+			fmt.Fprintf(a.stdout, "%s: ok\n", schemas.StdinName)
 		default:
 			fmt.Fprintf(a.stdout, "%s: ok\n", f)
 		}

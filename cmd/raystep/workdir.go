@@ -23,6 +23,9 @@ func checkWorkingDir(ctx context.Context, file string, spec *schemas.Spec) error
 	if !errors.As(err, &wde) {
 		return err // nil, or the step was cancelled
 	}
+	if file == "-" {
+		file = schemas.StdinName
+	}
 	fe := schemas.FieldError{File: file, Pointer: "/spec/workingDir", Message: wde.Error()}
 	var pe *raysubmit.PatternError
 	if errors.As(err, &pe) && pe.File == "" {
