@@ -302,14 +302,14 @@ func (h *Head) Stop(ctx context.Context) error {
 }
 
 func (h *Head) stop(ctx context.Context) error {
-	h.logger.Info("stopping ray head", zap.Int("keeper", h.keeper.cmd.Process.Pid))
+	h.logger.Info("stopping ray head", zap.Int("keeper", h.keeper.pid))
 	h.keeper.stop()
 	select {
 	case <-h.keeper.done:
 		return h.keeper.result()
 	case <-ctx.Done():
 		return fmt.Errorf("ray head keeper (pid %d) has not confirmed that the head is gone: %w; "+
-			"it goes on stopping it", h.keeper.cmd.Process.Pid, context.Cause(ctx))
+			"it goes on stopping it", h.keeper.pid, context.Cause(ctx))
 	}
 }
 

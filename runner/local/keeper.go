@@ -31,6 +31,7 @@ const lockName = "raystep-head.lock"
 // keeper is raystep's end of one running keeper.
 type keeper struct {
 	cmd     *exec.Cmd
+	pid     int
 	control *os.File      // write end of the keeper's fd 3: "stop", or close
 	started chan struct{} // closed once ray runs, or the keeper ended
 	done    chan struct{} // closed once the keeper exited and said all it had to
@@ -90,6 +91,7 @@ func startKeeper(s keeperSpec) (*keeper, error) {
 		_, _ = ctrlW.Close(), statR.Close()
 		return nil, fmt.Errorf("start ray head keeper %s: %w", python, err)
 	}
+	k.pid = k.cmd.Process.Pid
 	go k.read(statR)
 	<-k.started
 	return k, nil
@@ -99,24 +101,7 @@ func startKeeper(s keeperSpec) (*keeper, error) {
 func (k *keeper) read(r io.ReadCloser) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		verb, rest, _ := strings.Cut(sc.Text(), " ")
-		switch verb {
-		case "started":
-			if !k.running {
-				k.running = true
-				k.rayPid, _ = strconv.Atoi(rest)
-				close(k.started)
-			}
-		case "exited":
-			k.rayExit = rest
-		case "left":
-			pid, cmd, _ := strings.Cut(rest, " ")
-			k.problems = append(k.problems, fmt.Sprintf("process %s (%s) survived SIGKILL", pid, cmd))
-		case "error":
-			k.problems = append(k.problems, rest)
-		case "done":
-			k.confirmed = true
-		}
+		k.record(sc.Text())
 	}
 	_ = r.Close()
 	k.waitErr = k.cmd.Wait()
@@ -124,6 +109,28 @@ func (k *keeper) read(r io.ReadCloser) {
 		close(k.started)
 	}
 	close(k.done)
+}
+
+// record takes in one status line.
+func (k *keeper) record(line string) {
+	verb, rest, _ := strings.Cut(line, " ")
+	switch verb {
+	case "started":
+		if !k.running {
+			k.running = true
+			k.rayPid, _ = strconv.Atoi(rest)
+			close(k.started)
+		}
+	case "exited":
+		k.rayExit = rest
+	case "left":
+		pid, cmd, _ := strings.Cut(rest, " ")
+		k.problems = append(k.problems, fmt.Sprintf("process %s (%s) survived SIGKILL", pid, cmd))
+	case "error":
+		k.problems = append(k.problems, rest)
+	case "done":
+		k.confirmed = true
+	}
 }
 
 // exitText says how ray ended, once done is closed.
@@ -154,7 +161,7 @@ func (k *keeper) result() error {
 	}
 	if !k.confirmed {
 		errs = append(errs, fmt.Errorf("ray head keeper (pid %d) ended (%v) without confirming "+
-			"that every process of the head is gone", k.cmd.Process.Pid, k.waitErr))
+			"that every process of the head is gone", k.pid, k.waitErr))
 	}
 	return errors.Join(errs...)
 }
