@@ -105,7 +105,7 @@ const matrixEntrypoint = `spec.entrypoint=python -c "import os, time; ` +
 func startMatrixRun(t *testing.T, bin string) *matrixRun {
 	rayBin, invocations := rayWrapper(t)
 	r := &matrixRun{t: t, invocations: invocations, stdout: newWatchBuffer(), stderr: newWatchBuffer(),
-		marker: fmt.Sprintf("RAYSTEP_MATRIX_CELL=%d-%s", os.Getpid(), filepath.Base(filepath.Dir(invocations))),
+		marker: "RAYSTEP_MATRIX_CELL=" + filepath.Dir(invocations), // unique per cell
 		done:   make(chan struct{})}
 	r.cmd = exec.Command(bin, "run", "-f", train, "--set", matrixEntrypoint)
 	r.cmd.Env = childEnv("RAYSTEP_RAY_BIN="+rayBin, r.marker)
