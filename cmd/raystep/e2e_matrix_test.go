@@ -158,8 +158,10 @@ func (r *matrixRun) signalAt(ph matrixPhase, sig syscall.Signal) {
 // only once nothing of the run was left, and that nothing is left now.
 func (r *matrixRun) checkCleanExit(code int, teardown bool) {
 	t := r.t
+	signalled := time.Now()
 	select {
 	case <-r.done:
+		t.Logf("raystep exited %.1fs after the signal", time.Since(signalled).Seconds())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("raystep did not exit within 3 minutes of the signal:\n%s", r.stderr.String())
 	}
@@ -185,6 +187,8 @@ func (r *matrixRun) checkCleanExit(code int, teardown bool) {
 func (r *matrixRun) checkGoneAfterKill() {
 	t := r.t
 	<-r.done
+	killed := time.Now()
+	defer func() { t.Logf("every process of the run was gone %.1fs after SIGKILL", time.Since(killed).Seconds()) }()
 	deadline := time.After(60 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond) // an exit elsewhere sends no event here
 	defer tick.Stop()
