@@ -96,6 +96,7 @@ type matrixRun struct {
 	done        chan struct{} // closed when raystep exited
 	waitErr     error
 	deletedLeft []int // processes of the run left when "deleted" was printed
+	readEnds    []*os.File
 }
 
 // matrixEntrypoint prints its pid and process group, then sleeps.
@@ -103,6 +104,12 @@ const matrixEntrypoint = `spec.entrypoint=python -c "import os, time; ` +
 	`print('entrypoint', os.getpid(), os.getpgid(0), flush=True); time.sleep(600)"`
 
 func startMatrixRun(t *testing.T, bin string) *matrixRun {
+	return startMatrixRunWith(t, bin, false)
+}
+
+// startMatrixRunWith starts a run; with pipes, raystep writes to real
+// pipes that closeOutput closes, as a closed SSH session does.
+func startMatrixRunWith(t *testing.T, bin string, pipes bool) *matrixRun {
 	rayBin, invocations := rayWrapper(t)
 	r := &matrixRun{t: t, invocations: invocations, stdout: newWatchBuffer(), stderr: newWatchBuffer(),
 		marker: "RAYSTEP_MATRIX_CELL=" + filepath.Dir(invocations), // unique per cell
@@ -116,16 +123,51 @@ func startMatrixRun(t *testing.T, bin string) *matrixRun {
 		}
 	}
 	r.cmd.Stderr = r.stderr
+	if pipes {
+		r.cmd.Stdout, r.cmd.Stderr = r.pipe(r.stdout), r.pipe(r.stderr)
+	}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range []io.Writer{r.cmd.Stdout, r.cmd.Stderr} {
+		if f, ok := f.(*os.File); ok {
+			_ = f.Close()
+		}
 	}
 	go func() { r.waitErr = r.cmd.Wait(); close(r.done) }()
 	t.Cleanup(r.cleanup)
 	return r
 }
 
+// pipe returns the write end of a pipe whose read end is copied to w
+// until closeOutput.
+func (r *matrixRun) pipe(w io.Writer) *os.File {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.readEnds = append(r.readEnds, pr)
+	go func() { _, _ = io.Copy(w, pr) }()
+	return pw
+}
+
+// closeOutput closes the read ends of raystep's stdout and stderr.
+func (r *matrixRun) closeOutput() {
+	for _, f := range r.readEnds {
+		_ = f.Close()
+	}
+}
+
 // signalAt waits until the run reaches ph and sends sig.
 func (r *matrixRun) signalAt(ph matrixPhase, sig syscall.Signal) {
+	r.waitPhase(ph)
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// waitPhase waits until the run reaches ph.
+func (r *matrixRun) waitPhase(ph matrixPhase) {
 	t := r.t
 	bound := time.After(4 * time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond) // the temp dir is not a stream
@@ -148,9 +190,6 @@ func (r *matrixRun) signalAt(ph matrixPhase, sig syscall.Signal) {
 		if pid := r.entrypointPid(); !containsInt(r.processes(), pid) {
 			t.Fatalf("the entrypoint (pid %d) lacks the marker %s: the test cannot see the job's processes", pid, r.marker)
 		}
-	}
-	if err := r.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -406,3 +445,28 @@ func (w *watchBuffer) changed() <-chan struct{} {
 }
 
 var _ io.Writer = (*watchBuffer)(nil)
+
+// TestRunSIGHUPAfterTerminalClosed is a closed SSH session: raystep's
+// stdout and stderr lead nowhere any more when SIGHUP arrives while the
+// job runs. raystep still tears down and exits 129, and nothing is left.
+func TestRunSIGHUPAfterTerminalClosed(t *testing.T) {
+	r := startMatrixRunWith(t, buildRaystep(t), true)
+	r.waitPhase(matrixPhases[3])
+	r.closeOutput()
+	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("raystep did not exit within 3 minutes of SIGHUP")
+	}
+	var ee *exec.ExitError
+	if !errors.As(r.waitErr, &ee) || ee.ExitCode() != exitSIGHUP {
+		t.Errorf("raystep exited with %v, want exit status %d", r.waitErr, exitSIGHUP)
+	}
+	if left := r.processes(); len(left) > 0 {
+		t.Errorf("processes of the run still run after raystep exited: %s", describe(left))
+	}
+	r.checkJobAndTempDir()
+}

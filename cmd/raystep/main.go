@@ -27,6 +27,11 @@ func signalContext(parent context.Context) (context.Context, func()) {
 	abort, quit := make(chan struct{}), make(chan struct{})
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// Asking for SIGPIPE (and dropping it) makes a write to a closed
+	// stdout or stderr fail with EPIPE instead of killing raystep before
+	// its teardown: the SSH session that sent SIGHUP is gone.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
 		select {
 		case sig := <-ch:
@@ -42,6 +47,7 @@ func signalContext(parent context.Context) (context.Context, func()) {
 	}()
 	return withAbort(ctx, abort), func() {
 		signal.Stop(ch)
+		signal.Stop(pipe)
 		close(quit)
 		cancel(context.Canceled)
 	}
