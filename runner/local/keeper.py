@@ -138,14 +138,12 @@ def main():
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         report("error prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
-        report("done")
-        return 1
+        return finish(temp_dir, False)
     try:
         ray = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
     except OSError as e:
         report("error start %s: %s" % (cmd[0], e))
-        report("done")
-        return 1
+        return finish(temp_dir, False)
     report("started %d" % ray.pid)
     code = wait_for_reason(ray, wake_r)
     if code is not None:
@@ -155,6 +153,11 @@ def main():
         ok = False
         report("left %d %s" % (pid, command(pid)))
     ray.returncode = code if code is not None else -1
+    return finish(temp_dir, ok)
+
+
+def finish(temp_dir, ok):
+    """Removes the temp dir, says "done" and returns the exit code."""
     if temp_dir:
         try:
             shutil.rmtree(temp_dir)

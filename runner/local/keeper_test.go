@@ -243,3 +243,19 @@ func TestPrivateClusterReportsItsHeadsEnd(t *testing.T) {
 		t.Errorf("temp dir %s left behind (stat: %v)", h.TempDir(), err)
 	}
 }
+
+// TestStartHeadReportsARayThatCannotRun gives StartHead a ray that cannot
+// be executed: the keeper's own message comes back.
+func TestStartHeadReportsARayThatCannotRun(t *testing.T) {
+	t.Parallel()
+	rayBin := filepath.Join(t.TempDir(), "ray")
+	if err := os.WriteFile(rayBin, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := StartHead(ctx, HeadOptions{RayBin: rayBin})
+	if err == nil || !strings.Contains(err.Error(), "start "+rayBin+": [Errno 13] Permission denied") {
+		t.Fatalf("StartHead error = %v, want the keeper's message", err)
+	}
+}
