@@ -146,6 +146,10 @@ func rayWrapper(t *testing.T) (bin, log string) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// raystep runs the head's keeper with a python beside ray.
+	if err := os.Symlink(filepath.Join(filepath.Dir(real), "python3"), filepath.Join(dir, "python3")); err != nil {
+		t.Fatal(err)
+	}
 	return bin, log
 }
 

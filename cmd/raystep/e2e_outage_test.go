@@ -98,12 +98,12 @@ for i in range(100000): print('tick', i, flush=True); time.sleep(0.5)" `+marker)
 	// The private head's teardown must end the job with the head, also when
 	// the dashboard cannot stop it.
 	if left := awaitGone(t, marker, time.Minute); len(left) > 0 {
-		t.Errorf("processes of the job still run after raystep exited:\n%s", describe(left))
+		t.Errorf("processes of the job still run after raystep exited:\n%s", describeLeft(left))
 	}
 }
 
-// describe lists pids with their command lines and parents.
-func describe(pids []string) string {
+// describeLeft lists pids with their command lines and parents.
+func describeLeft(pids []string) string {
 	var b strings.Builder
 	for _, p := range pids {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", p, "cmdline"))

@@ -16,6 +16,7 @@ const (
 	exitJobFailed      = 1   // the Ray job FAILED or was STOPPED
 	exitUsage          = 2   // bad usage or invalid spec: nothing was created
 	exitInfrastructure = 3   // API server, dashboard, provisioning, deadline
+	exitSIGHUP         = 129 // cancelled by SIGHUP (terminal closed), after teardown
 	exitSIGINT         = 130 // cancelled by SIGINT, after teardown
 	exitSIGTERM        = 143 // cancelled by SIGTERM, after teardown
 )
@@ -47,7 +48,7 @@ var exitRules = []struct {
 }
 
 // exitCode chooses the process exit code for the error a command returned,
-// in the one place raystep does so. ctx's cause tells SIGINT from SIGTERM.
+// in the one place raystep does so. ctx's cause names the signal, if any.
 func exitCode(ctx context.Context, err error) int {
 	if err == nil {
 		return exitOK
@@ -72,8 +73,11 @@ func signalCode(err error) (int, bool) {
 	if err == nil || !errors.As(err, &se) {
 		return 0, false
 	}
-	if se.sig == syscall.SIGTERM {
+	switch se.sig {
+	case syscall.SIGTERM:
 		return exitSIGTERM, true
+	case syscall.SIGHUP:
+		return exitSIGHUP, true
 	}
 	return exitSIGINT, true
 }

@@ -22,6 +22,8 @@ func TestExitCode(t *testing.T) {
 	cancelInt(&signalError{sig: os.Interrupt})
 	sigterm, cancelTerm := context.WithCancelCause(context.Background())
 	cancelTerm(&signalError{sig: syscall.SIGTERM})
+	sighup, cancelHup := context.WithCancelCause(context.Background())
+	cancelHup(&signalError{sig: syscall.SIGHUP})
 	bg := context.Background()
 	tests := []struct {
 		name string
@@ -39,6 +41,7 @@ func TestExitCode(t *testing.T) {
 		{"failed job and broken teardown", bg, errors.Join(runner.ErrJobFailed, runner.ErrInfrastructure), 1},
 		{"sigint", sigint, context.Canceled, 130},
 		{"sigterm wins over job outcome", sigterm, runner.ErrJobFailed, 143},
+		{"sighup", sighup, context.Canceled, 129},
 		{"signal in error", bg, fmt.Errorf("cancelled: %w", &signalError{sig: syscall.SIGTERM}), 143},
 	}
 	for _, tt := range tests {

@@ -17,15 +17,21 @@ func main() {
 	os.Exit(code)
 }
 
-// signalContext returns a context cancelled by the first SIGINT or SIGTERM,
-// with a *signalError cause that names the signal so the exit code can tell
-// 130 from 143. A second signal closes the context's abort channel (see
-// abortOf): teardown then stops waiting.
+// signalContext returns a context cancelled by the first SIGINT, SIGTERM or
+// SIGHUP (a closed terminal or SSH session), with a *signalError cause that
+// names the signal so the exit code can tell 130, 143 and 129 apart. A
+// second signal closes the context's abort channel (see abortOf): teardown
+// then stops waiting.
 func signalContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	abort, quit := make(chan struct{}), make(chan struct{})
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// Asking for SIGPIPE (and dropping it) makes a write to a closed
+	// stdout or stderr fail with EPIPE instead of killing raystep before
+	// its teardown: the SSH session that sent SIGHUP is gone.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
 		select {
 		case sig := <-ch:
@@ -41,6 +47,7 @@ func signalContext(parent context.Context) (context.Context, func()) {
 	}()
 	return withAbort(ctx, abort), func() {
 		signal.Stop(ch)
+		signal.Stop(pipe)
 		close(quit)
 		cancel(context.Canceled)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,9 +36,6 @@ type Backend struct {
 	Head HeadOptions
 	// Logger receives the backend's notes; nil means none.
 	Logger *zap.Logger
-	// HealthInterval spaces the checks that a private head still runs;
-	// zero means one second.
-	HealthInterval time.Duration
 }
 
 var _ runner.Backend = (*Backend)(nil)
@@ -77,11 +73,7 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 		return nil, fmt.Errorf("start private ray head: %w", err)
 	}
 	c := &privateCluster{head: h, log: log, failures: make(chan error, 1), done: make(chan struct{})}
-	interval := b.HealthInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
-	go c.watch(interval)
+	go c.watch()
 	return c, nil
 }
 
@@ -124,27 +116,26 @@ func (c *privateCluster) SetJobID(context.Context, string) error { return nil }
 
 func (c *privateCluster) Failures() <-chan error { return c.failures }
 
-// watch reports the head's exit (`ray start --block` ends when any head
-// process dies) until Teardown.
-func (c *privateCluster) watch(interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
+// watch reports the head's end (`ray start --block` ends when any head
+// process dies, and its keeper then kills the rest) until Teardown.
+func (c *privateCluster) watch() {
+	select {
+	case <-c.done:
+	case <-c.head.Done():
 		select {
-		case <-c.done:
+		case <-c.done: // stopped by Teardown
 			return
-		case <-tick.C:
+		default:
 		}
-		if err := syscall.Kill(c.head.Pid(), 0); errors.Is(err, syscall.ESRCH) {
-			c.failures <- fmt.Errorf("ray head %s (pid %d) exited; its last output:\n%s",
-				c.head.Address(), c.head.Pid(), c.head.Output())
-			return
-		}
+		c.failures <- fmt.Errorf("ray head %s (pid %d) exited; its last output:\n%s",
+			c.head.Address(), c.head.Pid(), c.head.Output())
 	}
 }
 
 // Teardown stops the head, also when keep is true: nothing outlives the
-// step on a private head, and the log says so.
+// step on a private head, and the log says so. It does not need the
+// dashboard: the head's keeper kills the job's processes with the rest,
+// and Teardown reports success only once it confirmed that.
 func (c *privateCluster) Teardown(ctx context.Context, keep bool) error {
 	c.once.Do(func() { close(c.done) })
 	if keep {

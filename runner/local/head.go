@@ -2,10 +2,14 @@
 // the step on this machine (or an existing cluster named by RAY_ADDRESS).
 //
 // This file owns the one mechanism that launches a head: StartHead runs
-// `ray start --head --block` in its own process group, bound to loopback with
-// a free port for every listener Ray opens and a private temp dir, waits until
-// the dashboard answers, and Head.Stop stops exactly the processes it started.
-// Tests reach the same code through test/raytest.
+// `ray start --head --block` under a keeper process (keeper.py), bound to
+// loopback with a free port for every listener Ray opens and a private temp
+// dir, and waits until the dashboard answers. The keeper is a child
+// subreaper, so every process started for the head, drivers and workers
+// that leave its process group and session included, stays in its tree;
+// Head.Stop has it kill exactly that tree, and it does so by itself when
+// raystep is gone, even SIGKILLed. Tests reach the same code through
+// test/raytest.
 package local
 
 import (
@@ -16,11 +20,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,7 +58,8 @@ type HeadOptions struct {
 	Logger *zap.Logger
 	// ReadyTimeout bounds the wait for the dashboard; 0 means 2 minutes.
 	ReadyTimeout time.Duration
-	// StopTimeout bounds the graceful part of Stop before SIGKILL; 0 means 15s.
+	// StopTimeout is how long the head's processes get after SIGTERM before
+	// they are SIGKILLed; 0 means 15s.
 	StopTimeout time.Duration
 	// TokenAuth turns on Ray's token authentication with a fresh random
 	// token (Head.Token), kept in a 0600 file in the temp dir. Without it
@@ -67,9 +70,7 @@ type HeadOptions struct {
 
 // Head is a running Ray head started by StartHead.
 type Head struct {
-	cmd         *exec.Cmd
-	done        chan struct{} // closed when the ray start process has exited
-	waitErr     error
+	keeper      *keeper
 	tail        *tailBuffer
 	tempDir     string
 	ownsTempDir bool
@@ -106,8 +107,9 @@ func (h *Head) Token() string { return h.token }
 // TempDir returns Ray's root temp dir for this head (sessions and logs live under it).
 func (h *Head) TempDir() string { return h.tempDir }
 
-// Pid returns the process id of `ray start`, which leads the head's process group.
-func (h *Head) Pid() int { return h.cmd.Process.Pid }
+// Pid returns the process id of `ray start`, which leads the head's
+// process group; 0 if it never ran.
+func (h *Head) Pid() int { return h.keeper.rayPid }
 
 // Output returns the last part of the output of `ray start`.
 func (h *Head) Output() string { return h.tail.String() }
@@ -121,6 +123,9 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.TempDir == "" {
+		sweepStale(tempRoot, opts.Logger)
+	}
 	for attempt := 1; ; attempt++ {
 		h, err := startHead(ctx, rayBin, opts)
 		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
@@ -132,12 +137,15 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 	}
 }
 
+// tempRoot holds private heads' temp dirs. Not os.TempDir(): Ray's unix
+// socket paths under it must stay short.
+const tempRoot = "/tmp"
+
 // errPortTaken marks a head that exited because a port was taken.
 var errPortTaken = errors.New("port already in use")
 
 func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, error) {
 	h := &Head{
-		done:        make(chan struct{}),
 		tail:        newTailBuffer(16 << 10),
 		host:        opts.Host,
 		logger:      opts.Logger,
@@ -152,12 +160,12 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 	if h.logger == nil {
 		h.logger = zap.NewNop()
 	}
-	h.tempDir, h.ownsTempDir = opts.TempDir, opts.TempDir == ""
-	if h.ownsTempDir {
-		var err error
-		if h.tempDir, err = os.MkdirTemp("/tmp", "rs"); err != nil {
-			return nil, fmt.Errorf("create ray temp dir: %w", err)
-		}
+	lock, err := h.makeTempDir(opts.TempDir)
+	if err != nil {
+		return nil, err
+	}
+	if lock != nil {
+		defer lock.Close() // the keeper holds its own copy of the lock
 	}
 	args, err := h.startArgs(opts)
 	if err != nil {
@@ -169,17 +177,17 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 		h.removeTempDir()
 		return nil, err
 	}
-	h.cmd = exec.Command(rayBin, args...)
-	h.cmd.Env = env
-	h.cmd.Stdout = writers(h.tail, opts.Stdout)
-	h.cmd.Stderr = writers(h.tail, opts.Stderr)
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	h.logger.Info("starting ray head", zap.String("ray", rayBin), zap.Strings("args", args))
-	if err := h.cmd.Start(); err != nil {
-		h.removeTempDir()
-		return nil, fmt.Errorf("start %s: %w", rayBin, err)
+	spec := keeperSpec{rayBin: rayBin, args: args, env: env,
+		stdout: writers(h.tail, opts.Stdout), stderr: writers(h.tail, opts.Stderr),
+		grace: h.stopTimeout, lock: lock}
+	if h.ownsTempDir {
+		spec.removeDir = h.tempDir
 	}
-	go func() { h.waitErr = h.cmd.Wait(); close(h.done) }()
+	h.logger.Info("starting ray head", zap.String("ray", rayBin), zap.Strings("args", args))
+	if h.keeper, err = startKeeper(spec); err != nil {
+		h.removeTempDir()
+		return nil, err
+	}
 	ready := opts.ReadyTimeout
 	if ready == 0 {
 		ready = 2 * time.Minute
@@ -190,6 +198,25 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 	}
 	h.logger.Info("ray head ready", zap.String("dashboard", h.DashboardURL()), zap.String("gcs", h.Address()))
 	return h, nil
+}
+
+// makeTempDir sets the head's temp dir: dir, or a fresh one under /tmp
+// with a held lock that marks it as this head's while its keeper lives.
+func (h *Head) makeTempDir(dir string) (*os.File, error) {
+	h.tempDir, h.ownsTempDir = dir, dir == ""
+	if !h.ownsTempDir {
+		return nil, nil
+	}
+	var err error
+	if h.tempDir, err = os.MkdirTemp(tempRoot, "rs"); err != nil {
+		return nil, fmt.Errorf("create ray temp dir: %w", err)
+	}
+	lock, err := lockTempDir(h.tempDir)
+	if err != nil {
+		h.removeTempDir()
+		return nil, err
+	}
+	return lock, nil
 }
 
 // startArgs builds the `ray start` arguments, with a free port for every
@@ -244,9 +271,9 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-h.done:
+		case <-h.keeper.done:
 			out := h.Output()
-			err := fmt.Errorf("ray head exited before its dashboard answered (%v); output:\n%s", h.waitErr, out)
+			err := fmt.Errorf("ray head exited before its dashboard answered (%s); output:\n%s", h.keeper.exitText(), out)
 			if strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") {
 				err = fmt.Errorf("%w: %w", errPortTaken, err)
 			}
@@ -275,53 +302,33 @@ func versionOK(ctx context.Context, client *http.Client, url, token string) bool
 	return resp.StatusCode == http.StatusOK
 }
 
-// Stop stops the head's process group: SIGTERM, then SIGKILL once the
-// StopTimeout passes or ctx ends, then any process still running from the
-// head's temp dir. It waits for `ray start` to exit and removes a temp dir
-// StartHead created. Calling Stop again returns the first result.
+// Stop stops the head: its keeper SIGTERMs every process started for it
+// (also those that left its process group or session), SIGKILLs what is
+// left once the StopTimeout passes, and removes a temp dir StartHead
+// created. Stop returns nil only once the keeper confirmed all of that; it
+// names each process that survived and each thing it could not remove. If
+// ctx ends first, Stop returns and the keeper carries on alone. Calling
+// Stop again returns the first result.
 func (h *Head) Stop(ctx context.Context) error {
 	h.stopOnce.Do(func() { h.stopErr = h.stop(ctx) })
 	return h.stopErr
 }
 
 func (h *Head) stop(ctx context.Context) error {
-	pgid := h.cmd.Process.Pid
-	h.logger.Info("stopping ray head", zap.Int("pgid", pgid))
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	timer := time.NewTimer(h.stopTimeout)
-	defer timer.Stop()
+	h.logger.Info("stopping ray head", zap.Int("keeper", h.keeper.pid))
+	h.keeper.stop()
 	select {
-	case <-h.done:
-	case <-timer.C:
+	case <-h.keeper.done:
+		return h.keeper.result()
 	case <-ctx.Done():
+		return fmt.Errorf("ray head keeper (pid %d) has not confirmed that the head is gone: %w; "+
+			"it goes on stopping it", h.keeper.pid, context.Cause(ctx))
 	}
-	// Whatever is left in the group (or escaped it but still runs from our
-	// temp dir) is killed outright.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-h.done
-	killStragglers(h.tempDir)
-	waitGroupGone(ctx, pgid, 5*time.Second)
-	h.removeTempDir()
-	return nil
 }
 
-// waitGroupGone waits, bounded, until no process of group pgid is left:
-// SIGKILLed children are reaped by init shortly after they die.
-func waitGroupGone(ctx context.Context, pgid int, bound time.Duration) {
-	timer := time.NewTimer(bound)
-	defer timer.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(-pgid, 0) == nil {
-		select {
-		case <-tick.C:
-		case <-timer.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
+// Done is closed once the head has ended, by Stop or by itself, and its
+// keeper has killed everything it started.
+func (h *Head) Done() <-chan struct{} { return h.keeper.done }
 
 func (h *Head) removeTempDir() {
 	if h.ownsTempDir && h.tempDir != "" {

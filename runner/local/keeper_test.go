@@ -1,0 +1,261 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raystep/raystep/runner"
+)
+
+// fakeHead writes a ray stand-in that starts the two kinds of process the
+// old process-group kill missed: one in a session of its own (as Ray's
+// job supervisor starts a driver) and one orphaned by its parent (as a
+// dying worker leaves its children). Their pids go to files in the
+// script's dir, written before the "dashboard" (a static file server on
+// --dashboard-port) answers. None mentions the head's temp dir.
+func fakeHead(t *testing.T) (rayBin, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	python, err := keeperPython("/nonexistent/ray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "www", "api"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "www", "api", "version"), []byte(`{"ray_version": "2.60.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+dir='` + dir + `'
+for a; do case $a in --dashboard-port=*) port=${a#*=};; esac; done
+setsid sleep 600 &
+echo $! > "$dir/session.pid"
+(sleep 600 & echo $! > "$dir/orphan.pid")
+cd "$dir/www" && exec ` + python + ` -m http.server --bind 127.0.0.1 "$port"
+`
+	rayBin = filepath.Join(dir, "ray")
+	if err := os.WriteFile(rayBin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return rayBin, dir
+}
+
+// readPids reads the pids the fake head recorded.
+func readPids(t *testing.T, dir string) []int {
+	t.Helper()
+	var pids []int
+	for _, name := range []string{"session.pid", "orphan.pid"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has: only its parent's wait is missing).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// TestKeeperKillsEveryProcessOfTheHead ends a head in each way raystep's
+// head can end and checks that the keeper killed every process started for
+// it, those outside its process group included, and removed its temp dir.
+func TestKeeperKillsEveryProcessOfTheHead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		end  func(t *testing.T, h *Head) error
+	}{
+		{"Stop", func(t *testing.T, h *Head) error { return h.Stop(context.Background()) }},
+		{"raystep gone (control pipe closed, as by SIGKILL)", func(t *testing.T, h *Head) error {
+			_ = h.keeper.control.Close()
+			<-h.Done()
+			return h.keeper.result()
+		}},
+		{"keeper SIGTERMed", func(t *testing.T, h *Head) error {
+			_ = syscall.Kill(h.keeper.pid, syscall.SIGTERM)
+			<-h.Done()
+			return h.keeper.result()
+		}},
+		{"ray exited by itself", func(t *testing.T, h *Head) error {
+			_ = syscall.Kill(h.Pid(), syscall.SIGKILL)
+			<-h.Done()
+			if got := h.keeper.exitText(); got != "exit code -9" {
+				t.Errorf("exitText() = %q, want ray's own exit", got)
+			}
+			return h.Stop(context.Background())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rayBin, dir := fakeHead(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+			if err != nil {
+				t.Fatalf("StartHead: %v", err)
+			}
+			pids := append(readPids(t, dir), h.Pid(), h.keeper.pid)
+			t.Cleanup(func() {
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			if err := tt.end(t, h); err != nil {
+				t.Errorf("the keeper reported: %v", err)
+			}
+			for _, pid := range pids {
+				if running(pid) {
+					t.Errorf("process %d of the head still runs", pid)
+				}
+			}
+			if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("temp dir %s left behind (stat: %v)", h.TempDir(), err)
+			}
+		})
+	}
+}
+
+// TestStopReportsAKilledKeeper kills the keeper itself: Stop cannot know
+// what is left and says so, and the next head start removes the temp dir
+// the keeper no longer holds, but not one whose keeper lives.
+func TestStopReportsAKilledKeeper(t *testing.T) {
+	rayBin, dir := fakeHead(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("StartHead: %v", err)
+	}
+	pids := append(readPids(t, dir), h.Pid())
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.RemoveAll(h.TempDir())
+	})
+	live, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("StartHead: %v", err)
+	}
+	t.Cleanup(func() { _ = live.Stop(context.Background()) })
+
+	_ = syscall.Kill(h.keeper.pid, syscall.SIGKILL)
+	err = h.Stop(ctx)
+	if err == nil || !strings.Contains(err.Error(), "without confirming that every process of the head is gone") {
+		t.Errorf("Stop after the keeper was killed = %v, want it to say nothing was confirmed", err)
+	}
+	if _, err := os.Stat(h.TempDir()); err != nil {
+		t.Fatalf("the dead keeper's temp dir is already gone: %v", err)
+	}
+	sweepStale(tempRoot, nil)
+	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sweep left the stale temp dir %s (stat: %v)", h.TempDir(), err)
+	}
+	if _, err := os.Stat(live.TempDir()); err != nil {
+		t.Errorf("sweep removed the temp dir of a live head: %v", err)
+	}
+}
+
+// TestKeeperResult turns the keeper's report into Stop's error.
+func TestKeeperResult(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		lines     string
+		wantParts []string
+	}{
+		{"all gone", "started 10\ndone\n", nil},
+		{"survivor", "started 10\nleft 42 python -c train\ndone\n", []string{"process 42 (python -c train) survived SIGKILL"}},
+		{"temp dir kept", "started 10\nerror remove /tmp/rs1: Device or resource busy\ndone\n",
+			[]string{"remove /tmp/rs1: Device or resource busy"}},
+		{"no confirmation", "started 10\n", []string{"without confirming"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			k := &keeper{pid: 7, started: make(chan struct{})}
+			for _, line := range strings.Split(strings.TrimSuffix(tt.lines, "\n"), "\n") {
+				k.record(line)
+			}
+			err := k.result()
+			if len(tt.wantParts) == 0 && err != nil {
+				t.Errorf("result() = %v, want nil", err)
+			}
+			for _, part := range tt.wantParts {
+				if err == nil || !strings.Contains(err.Error(), part) {
+					t.Errorf("result() = %v, want it to contain %q", err, part)
+				}
+			}
+		})
+	}
+}
+
+// TestPrivateClusterReportsItsHeadsEnd kills `ray start` under a private
+// cluster: the step hears of it, and Teardown still succeeds, since the
+// keeper cleaned up already.
+func TestPrivateClusterReportsItsHeadsEnd(t *testing.T) {
+	t.Parallel()
+	rayBin, _ := fakeHead(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := &Backend{Head: HeadOptions{RayBin: rayBin}}
+	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	h := c.(*privateCluster).head
+	_ = syscall.Kill(h.Pid(), syscall.SIGKILL)
+	select {
+	case err := <-c.Failures():
+		if err == nil || !strings.Contains(err.Error(), "exited") {
+			t.Errorf("failure = %v, want the head's exit", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no failure reported after the head died")
+	}
+	if err := c.Teardown(ctx, false); err != nil {
+		t.Errorf("Teardown after the head died: %v", err)
+	}
+	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temp dir %s left behind (stat: %v)", h.TempDir(), err)
+	}
+}
+
+// TestStartHeadReportsARayThatCannotRun gives StartHead a ray that cannot
+// be executed: the keeper's own message comes back.
+func TestStartHeadReportsARayThatCannotRun(t *testing.T) {
+	t.Parallel()
+	rayBin := filepath.Join(t.TempDir(), "ray")
+	if err := os.WriteFile(rayBin, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := StartHead(ctx, HeadOptions{RayBin: rayBin})
+	if err == nil || !strings.Contains(err.Error(), "start "+rayBin+": [Errno 13] Permission denied") {
+		t.Fatalf("StartHead error = %v, want the keeper's message", err)
+	}
+}
