@@ -114,10 +114,12 @@ func (h *Head) Pid() int { return h.keeper.rayPid }
 // Output returns the last part of the output of `ray start`.
 func (h *Head) Output() string { return h.tail.String() }
 
-// StartHead starts a Ray head and returns once its dashboard answers
-// GET /api/version. On any failure it stops what it started. A head that
-// dies because another process took one of its ports meanwhile is retried
-// with new ports, twice at most.
+// StartHead starts a Ray head and returns once `ray start` said the node
+// is up and the dashboard answers GET /api/version. On any failure it
+// stops what it started. A head that dies because another process took
+// one of its ports meanwhile, or because its raylet did not register with
+// the GCS within Ray's fixed 30 s (a busy machine), is started again, twice
+// at most.
 func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
@@ -128,11 +130,11 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		h, err := startHead(ctx, rayBin, opts)
-		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
+		if err == nil || !errors.Is(err, errRetryable) || attempt == 3 {
 			return h, err
 		}
 		if h := opts.Logger; h != nil {
-			h.Warn("ray head lost a port race; retrying with new ports", zap.Error(err))
+			h.Warn("ray head did not start; starting it again", zap.Error(err))
 		}
 	}
 }
@@ -141,8 +143,22 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 // socket paths under it must stay short.
 const tempRoot = "/tmp"
 
-// errPortTaken marks a head that exited because a port was taken.
-var errPortTaken = errors.New("port already in use")
+// errRetryable marks a head that exited while starting for a reason a new
+// start may not meet: a port taken meanwhile, or a raylet that registered
+// too late on a busy machine.
+var errRetryable = errors.New("ray head failed to start")
+
+// startedMark is what `ray start` prints once its node registered with
+// the GCS; before that, a dashboard may answer for a node that never comes
+// up.
+const startedMark = "Ray runtime started."
+
+// retryableStart reports whether out, the output of a `ray start` that
+// exited while starting, tells of a failure a new start may not meet.
+func retryableStart(out string) bool {
+	return strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") ||
+		strings.Contains(out, "timed out during startup")
+}
 
 func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, error) {
 	h := &Head{
@@ -257,8 +273,8 @@ func (h *Head) startArgs(opts HeadOptions) ([]string, error) {
 	return args, nil
 }
 
-// waitReady polls GET /api/version until it answers 200, the process exits,
-// the timeout passes or ctx ends.
+// waitReady polls GET /api/version until it answers 200 and `ray start`
+// said its node is up, the process exits, the timeout passes or ctx ends.
 func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -267,15 +283,15 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if versionOK(ctx, client, url, h.token) {
+		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) {
 			return nil
 		}
 		select {
 		case <-h.keeper.done:
 			out := h.Output()
-			err := fmt.Errorf("ray head exited before its dashboard answered (%s); output:\n%s", h.keeper.exitText(), out)
-			if strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") {
-				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			err := fmt.Errorf("ray head exited while starting (%s); output:\n%s", h.keeper.exitText(), out)
+			if retryableStart(out) {
+				err = fmt.Errorf("%w: %w", errRetryable, err)
 			}
 			return err
 		case <-ctx.Done():

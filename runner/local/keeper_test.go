@@ -20,7 +20,8 @@ import (
 // job supervisor starts a driver) and one orphaned by its parent (as a
 // dying worker leaves its children). Their pids go to files in the
 // script's dir, written before the "dashboard" (a static file server on
-// --dashboard-port) answers. None mentions the head's temp dir.
+// --dashboard-port) answers, and it says it started as `ray start` does.
+// None mentions the head's temp dir.
 func fakeHead(t *testing.T) (rayBin, dir string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -40,6 +41,7 @@ for a; do case $a in --dashboard-port=*) port=${a#*=};; esac; done
 setsid sleep 600 &
 echo $! > "$dir/session.pid"
 (sleep 600 & echo $! > "$dir/orphan.pid")
+echo 'Ray runtime started.'
 cd "$dir/www" && exec ` + python + ` -m http.server --bind 127.0.0.1 "$port"
 `
 	rayBin = filepath.Join(dir, "ray")
