@@ -183,6 +183,6 @@ func (c *Client) UploadPackage(ctx context.Context, pkg *Package) error {
 	if err := c.do(req, nil); err != nil {
 		return fmt.Errorf("upload package %s (%d bytes): %w", pkg.Name, pkg.Size, err)
 	}
-	c.Logger.Info("package uploaded", zap.String("package", pkg.Name), zap.Int64("bytes", pkg.Size))
+	c.Logger.Debug("package uploaded", zap.String("package", pkg.Name), zap.Int64("bytes", pkg.Size))
 	return nil
 }
