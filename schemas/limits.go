@@ -63,7 +63,9 @@ func readFile(ctx context.Context, file string, in io.Reader) (data []byte, prob
 		case st.IsDir():
 			return nil, "is a directory, not a file", nil
 		case st.Mode().IsRegular() && st.Size() > MaxFileBytes:
-			return nil, tooLarge(st.Size()), nil
+			head := make([]byte, sniffBytes)
+			n, _ := io.ReadFull(f, head)
+			return nil, tooLarge(head[:n], st.Size()), nil
 		}
 		r = f
 	} else if r == nil {
@@ -76,7 +78,7 @@ func readFile(ctx context.Context, file string, in io.Reader) (data []byte, prob
 	case err != nil:
 		return nil, readError(err), nil
 	case len(data) > MaxFileBytes:
-		return nil, tooLarge(-1), nil
+		return nil, tooLarge(data, -1), nil
 	}
 	return data, "", nil
 }
@@ -101,9 +103,17 @@ func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
 	}
 }
 
-// tooLarge says a file is over MaxFileBytes; size < 0 when unknown.
-func tooLarge(size int64) string {
-	if size < 0 {
+// sniffBytes is how much of a file that is too large is read to tell a
+// binary file from a large text file.
+const sniffBytes = 8 << 10
+
+// tooLarge says a file is over MaxFileBytes, or that it is a binary file
+// when its first bytes (head) hold a NUL; size < 0 when unknown.
+func tooLarge(head []byte, size int64) string {
+	if bytes.IndexByte(head[:min(len(head), sniffBytes)], 0) >= 0 {
+		return "is a binary file, not a YAML or JSON spec (it contains NUL bytes)"
+	}
+	if size < 0 || kib(int(min(size, 1<<50))) == kib(MaxFileBytes) {
 		return fmt.Sprintf("is larger than %s, the most raystep reads", kib(MaxFileBytes))
 	}
 	return fmt.Sprintf("is %s; raystep reads at most %s", kib(int(min(size, 1<<50))), kib(MaxFileBytes))

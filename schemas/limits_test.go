@@ -39,6 +39,14 @@ func TestLimits(t *testing.T) {
 		name, spec, want string
 	}{
 		{
+			name: "binary file over the size limit", spec: "\x7fELF\x02\x01\x01\x00" + strings.Repeat("\xff", MaxFileBytes),
+			want: "spec.yaml: is a binary file, not a YAML or JSON spec (it contains NUL bytes)",
+		},
+		{
+			name: "text file over the size limit", spec: strings.Repeat("a", MaxFileBytes+1),
+			want: "spec.yaml: is larger than 128 KiB, the most raystep reads",
+		},
+		{
 			name: "UTF-16", spec: "\xff\xfea\x00",
 			want: "spec.yaml: is UTF-16 text; save it as UTF-8",
 		},

@@ -48,7 +48,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func decodeTree(file string, data []byte) (any, positions, *ValidationErrors) {
 	errs := &ValidationErrors{}
 	pos := positions{}
-	msg := tooLarge(int64(len(data)))
+	msg := tooLarge(data, int64(len(data)))
 	if len(data) <= MaxFileBytes {
 		msg = textProblem(data)
 	}
