@@ -43,6 +43,9 @@ type config struct {
 	RayAPIServerAddress string `env:"RAY_API_SERVER_ADDRESS"`
 	// NoColor turns colour off even on a terminal (https://no-color.org).
 	NoColor string `env:"NO_COLOR"`
+	// LogFormat is how run shows a standalone step's progress on stderr:
+	// auto, text, json or logfmt (see eventSink); --log-format overrides it.
+	LogFormat string `env:"RAYSTEP_LOG_FORMAT, default=auto"`
 	// DashboardOutage is how long run keeps trying a Ray dashboard that
 	// stopped answering while it follows the job's log, before the step
 	// fails (exit 3).

@@ -3,57 +3,121 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sethvargo/go-envconfig"
+	"golang.org/x/sys/unix"
+
+	"github.com/raystep/raystep/runner"
 )
 
-func TestColorWriter(t *testing.T) {
+// at is an event's time in the renderer tests.
+var at = time.Date(2026, 12, 1, 12, 0, 3, 250_000_000, time.UTC)
+
+// event is a test event of kind in phase, 3.04s into the step.
+func event(phase runner.Phase, kind runner.EventKind, msg string, attrs ...runner.Attr) runner.Event {
+	return runner.Event{Time: at, Elapsed: 3040 * time.Millisecond, Phase: phase, Kind: kind, Message: msg, Attrs: attrs}
+}
+
+// rendered is what render makes of e.
+func rendered(render func(*bytes.Buffer, runner.Event), e runner.Event) string {
+	var b bytes.Buffer
+	render(&b, e)
+	return b.String()
+}
+
+// result is a result event with its metadata.
+var result = event(runner.PhaseReport, runner.KindResult, "ads-ranking-train (data version 279ef395)",
+	runner.Attr{Key: "auc", Value: "0.885"}, runner.Attr{Key: "raystep/duration_run_s", Value: "5.024"})
+
+// TestConsoleText checks the text format byte for byte: the lines the
+// runner printed before it emitted events.
+func TestConsoleText(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ name, in, want string }{
-		{
-			name: "phase", in: "[    3.0s] provision  cluster ready\n",
-			want: ansiDim + "[    3.0s]" + ansiReset + " " + ansiCyan + "provision  " + ansiReset + "cluster ready\n",
-		},
-		{
-			name: "done", in: "[   26.3s] done       job SUCCEEDED\n",
-			want: ansiDim + "[   26.3s]" + ansiReset + " " + ansiBold + ansiGreen + "done       " + ansiReset + "job SUCCEEDED\n",
-		},
-		{
-			name: "failed", in: "[    1.0s] failed     ray job FAILED\n",
-			want: ansiDim + "[    1.0s]" + ansiReset + " " + ansiBold + ansiRed + "failed     " + ansiReset + "ray job FAILED\n",
-		},
-		{
-			name: "warning", in: "[    1.0s] run !      log stream broke\n",
-			want: ansiDim + "[    1.0s]" + ansiReset + " " + ansiYellow + "run !      " + ansiReset + "log stream broke\n",
-		},
-		{name: "metadata line", in: "                      auc  0.88\n", want: "                      auc  0.88\n"},
-		{name: "short", in: "x\n", want: "x\n"},
+	long := runner.Event{Elapsed: 12345678 * time.Millisecond, Phase: runner.PhaseTeardown, Kind: runner.KindNote, Message: "x"}
+	tests := []struct {
+		name string
+		e    runner.Event
+		want string
+	}{
+		{name: "note", e: event(runner.PhaseProvision, runner.KindNote, "cluster 127.0.0.1:38595 ready"),
+			want: "[    3.0s] provision  cluster 127.0.0.1:38595 ready\n"},
+		{name: "warning", e: event(runner.PhaseRun, runner.KindWarning, "log stream broke"),
+			want: "[    3.0s] run !      log stream broke\n"},
+		{name: "long warning tag", e: event(runner.PhaseProvision, runner.KindWarning, "slow"),
+			want: "[    3.0s] provision ! slow\n"},
+		{name: "done", e: event(runner.PhaseReport, runner.KindDone, "job j SUCCEEDED in 3.0s"),
+			want: "[    3.0s] done       job j SUCCEEDED in 3.0s\n"},
+		{name: "failed", e: event(runner.PhaseRun, runner.KindFailed, "ray job FAILED"),
+			want: "[    3.0s] failed     ray job FAILED\n"},
+		{name: "log", e: event(runner.PhaseRun, runner.KindLog, "epoch 1/3", runner.Attr{Key: "level", Value: "warning"}),
+			want: "[    3.0s] log        WARNING epoch 1/3\n"},
+		{name: "log without level", e: event(runner.PhaseRun, runner.KindLog, "epoch 1/3"),
+			want: "[    3.0s] log        INFO epoch 1/3\n"},
+		{name: "check", e: event(runner.PhaseRun, runner.KindCheck, "auc_floor on ads: passed"),
+			want: "[    3.0s] check      auc_floor on ads: passed\n"},
+		{name: "message", e: event(runner.PhaseRun, runner.KindMessage, `{"a":1}`),
+			want: "[    3.0s] message    {\"a\":1}\n"},
+		{name: "result", e: result, want: "[    3.0s] result     ads-ranking-train (data version 279ef395)\n" +
+			"                      auc                     0.885\n" +
+			"                      raystep/duration_run_s  5.024\n"},
+		{name: "result without metadata", e: event(runner.PhaseReport, runner.KindResult, "ads"),
+			want: "[    3.0s] result     ads\n"},
+		{name: "wide elapsed", e: long, want: "[12345.7s] teardown   x\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var b bytes.Buffer
-			n, err := (&colorWriter{w: &b}).Write([]byte(tt.in))
-			if err != nil || n != len(tt.in) {
-				t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(tt.in))
-			}
-			if diff := cmp.Diff(tt.want, b.String()); diff != "" {
-				t.Errorf("coloured (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, rendered(appendText, tt.e)); diff != "" {
+				t.Errorf("text (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestConsoleIsPlainWhenNotATerminal(t *testing.T) {
+// TestConsoleColour checks the terminal's colours: the elapsed time dimmed,
+// the tag by the event's kind, a result's metadata plain.
+func TestConsoleColour(t *testing.T) {
 	t.Parallel()
-	var b bytes.Buffer
-	a := &app{stderr: &b, cfg: &config{}}
-	if got := a.console(); got != &b {
-		t.Errorf("console() = %T, want the plain stderr buffer", got)
+	dim := ansiDim + "[    3.0s]" + ansiReset + " "
+	tests := []struct {
+		name string
+		e    runner.Event
+		want string
+	}{
+		{name: "note", e: event(runner.PhaseProvision, runner.KindNote, "cluster ready"),
+			want: dim + ansiCyan + "provision  " + ansiReset + "cluster ready\n"},
+		{name: "done", e: event(runner.PhaseReport, runner.KindDone, "job SUCCEEDED"),
+			want: dim + ansiBold + ansiGreen + "done       " + ansiReset + "job SUCCEEDED\n"},
+		{name: "failed", e: event(runner.PhaseRun, runner.KindFailed, "ray job FAILED"),
+			want: dim + ansiBold + ansiRed + "failed     " + ansiReset + "ray job FAILED\n"},
+		{name: "warning", e: event(runner.PhaseRun, runner.KindWarning, "log stream broke"),
+			want: dim + ansiYellow + "run !      " + ansiReset + "log stream broke\n"},
+		{name: "a done note is a note", e: event(runner.PhaseRun, runner.KindNote, "done"),
+			want: dim + ansiCyan + "run        " + ansiReset + "done\n"},
+		{name: "log", e: event(runner.PhaseRun, runner.KindLog, "hi", runner.Attr{Key: "level", Value: "error"}),
+			want: dim + ansiCyan + "log        " + ansiReset + "ERROR hi\n"},
+		{name: "result", e: result, want: dim + ansiCyan + "result     " + ansiReset + "ads-ranking-train (data version 279ef395)\n" +
+			"                      auc                     0.885\n" +
+			"                      raystep/duration_run_s  5.024\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, rendered(appendColour, tt.e)); diff != "" {
+				t.Errorf("colour (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -100,5 +164,212 @@ func TestSignalContext(t *testing.T) {
 	case <-abortOf(ctx):
 	case <-time.After(time.Minute):
 		t.Fatal("the second SIGTERM did not close abort")
+	}
+}
+
+// writes records every Write it is given, unlocked: the race detector
+// catches a console that writes from two goroutines at once.
+type writes struct{ calls []string }
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.calls = append(w.calls, string(p))
+	return len(p), nil
+}
+
+// TestConsoleConcurrentEvents emits from many goroutines, as backends do:
+// every event arrives whole, in one Write, in every format.
+func TestConsoleConcurrentEvents(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"text", "json", "logfmt"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			render, err := renderer(format, func() bool { return false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &writes{}
+			c := &console{w: w, render: render}
+			const goroutines, each = 16, 50
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range each {
+						c.Event(event(runner.PhaseRun, runner.KindNote, fmt.Sprintf("goroutine %d event %d %s", g, i, strings.Repeat("x", 200))))
+					}
+				})
+			}
+			wg.Wait()
+			if len(w.calls) != goroutines*each {
+				t.Fatalf("%d writes, want %d", len(w.calls), goroutines*each)
+			}
+			seen := map[string]bool{}
+			for _, call := range w.calls {
+				if strings.Count(call, "\n") != 1 || !strings.HasSuffix(call, "\n") {
+					t.Fatalf("write %q is not one whole line", call)
+				}
+				seen[call] = true
+			}
+			if len(seen) != goroutines*each {
+				t.Errorf("%d distinct lines, want %d", len(seen), goroutines*each)
+			}
+		})
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.n++
+	return 0, errors.New("broken pipe")
+}
+
+// TestConsoleWriteFails: a console nobody reads any more loses lines but
+// neither panics nor stops trying.
+func TestConsoleWriteFails(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"text", "json", "logfmt"} {
+		render, err := renderer(format, func() bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &failingWriter{}
+		c := &console{w: w, render: render}
+		c.Event(result)
+		c.Event(event(runner.PhaseRun, runner.KindDone, "ok"))
+		if w.n != 2 {
+			t.Errorf("%s: %d writes tried, want 2", format, w.n)
+		}
+	}
+}
+
+// openPty opens a pseudo-terminal and returns its terminal side.
+func openPty(t *testing.T) *os.File {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { _ = ptmx.Close() })
+	fd := int(ptmx.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock the pseudo-terminal: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("number the pseudo-terminal: %v", err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open the terminal side: %v", err)
+	}
+	t.Cleanup(func() { _ = tty.Close() })
+	return tty
+}
+
+// TestIsTerminal: a pseudo-terminal is one; a pipe, a file, a buffer and
+// the null device are not.
+func TestIsTerminal(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = r.Close(), w.Close() })
+	file, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = file.Close() })
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = null.Close() })
+	if !isTerminal(openPty(t)) {
+		t.Error("a pseudo-terminal is not a terminal")
+	}
+	for name, w := range map[string]io.Writer{"pipe": w, "file": file, "buffer": &bytes.Buffer{}, "null device": null} {
+		if isTerminal(w) {
+			t.Errorf("a %s is a terminal", name)
+		}
+	}
+}
+
+// TestLogFormatChoice checks which renderer --log-format and
+// RAYSTEP_LOG_FORMAT choose, on a terminal and off one.
+func TestLogFormatChoice(t *testing.T) {
+	t.Parallel()
+	tty := openPty(t)
+	tests := []struct {
+		name string
+		env  map[string]string
+		flag string
+		tty  bool
+		want func(*bytes.Buffer, runner.Event)
+	}{
+		{name: "default off a terminal", want: appendText},
+		{name: "default on a terminal", tty: true, want: appendColour},
+		{name: "auto on a terminal with NO_COLOR", env: map[string]string{"NO_COLOR": "1"}, tty: true, want: appendText},
+		{name: "auto from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "auto"}, tty: true, want: appendColour},
+		{name: "text on a terminal", env: map[string]string{"RAYSTEP_LOG_FORMAT": "text"}, tty: true, want: appendText},
+		{name: "json from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, tty: true, want: appendJSON},
+		{name: "logfmt from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "logfmt"}, want: appendLogfmt},
+		{name: "the flag wins", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, flag: "logfmt", want: appendLogfmt},
+		{name: "auto from the flag", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, flag: "auto", tty: true, want: appendColour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &app{cfg: cfg, logFormat: tt.flag}
+			var w io.Writer = &bytes.Buffer{}
+			if tt.tty {
+				w = tty
+			}
+			sink, err := a.eventSink(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := sink.(*console)
+			if c.w != w {
+				t.Errorf("the console writes to %v, want %v", c.w, w)
+			}
+			if diff := cmp.Diff(rendered(tt.want, result), rendered(c.render, result)); diff != "" {
+				t.Errorf("rendered (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLogFormatBadValue: an unknown format is a usage error (exit 2) that
+// names the flag or variable and the choices, before anything starts.
+func TestLogFormatBadValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{name: "variable", env: map[string]string{"RAYSTEP_LOG_FORMAT": "yaml"}, args: []string{"run", "-f", train},
+			want: "raystep: RAYSTEP_LOG_FORMAT=\"yaml\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
+		{name: "flag", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, args: []string{"run", "-f", train, "--log-format", "JSON"},
+			want: "raystep: --log-format=\"JSON\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runTest(t, tt.env, tt.args...)
+			if code != exitUsage {
+				t.Errorf("exit code = %d, want %d", code, exitUsage)
+			}
+			if diff := cmp.Diff(tt.want, stderr); diff != "" || stdout != "" {
+				t.Errorf("stdout %q; stderr (-want +got):\n%s", stdout, diff)
+			}
+		})
 	}
 }

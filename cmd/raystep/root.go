@@ -30,6 +30,8 @@ type app struct {
 	kubeFlags kubeFlags
 	// version is raystep's version (main.version), sent as raystep/VERSION.
 	version string
+	// logFormat is run's --log-format; empty means RAYSTEP_LOG_FORMAT.
+	logFormat string
 }
 
 // run is raystep's whole life after main: it parses args, runs one command

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -41,8 +40,13 @@ Launched by Dagster (DAGSTER_PIPES_CONTEXT / DAGSTER_PIPES_MESSAGES, or the
 checks and the materialization (the driver's metadata plus raystep/* keys)
 travel as Pipes messages, the job's plain log lines go to stdout and
 raystep's own error, if any, to stderr. Standalone, run talks to a person:
-phases with elapsed time and the driver's reports on stderr (in colour on a
-terminal), the job's log on stdout.
+phases with elapsed time and the driver's reports on stderr, the job's log
+on stdout. --log-format (default $RAYSTEP_LOG_FORMAT, else auto) says how
+stderr shows them: auto is text, coloured on a terminal unless NO_COLOR is
+set; text is never coloured; json writes one JSON object per event and
+line (time, elapsed_s, phase, kind, message, and cluster, submission_id,
+dashboard_url, attrs when set); logfmt one logfmt line per event with the
+same fields (elapsed, msg).
 
 The local backend starts a private Ray head for the step and stops it at
 the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
@@ -79,6 +83,7 @@ kills every process of the head and the job.`,
 	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+logFormats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
 	return cmd
@@ -108,7 +113,10 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if sess.Active() {
 		r.Session, r.Stdout = adapters.Session{Pipes: sess}, sess.Stdout()
 	} else {
-		r.Progress = a.console()
+		if _, err := a.eventSink(a.stderr); err != nil {
+			return a.closeSession(sess, err)
+		}
+		r.Progress = a.stderr // plain text until the runner emits its events to eventSink
 	}
 	_, err = r.Run(ctx, step)
 	if err == nil {
@@ -267,13 +275,4 @@ func withAbort(ctx context.Context, abort <-chan struct{}) context.Context {
 func abortOf(ctx context.Context) <-chan struct{} {
 	ch, _ := ctx.Value(abortKey{}).(<-chan struct{})
 	return ch
-}
-
-// console is where a person reads the step's progress: stderr, coloured
-// when it is a terminal.
-func (a *app) console() io.Writer {
-	if a.cfg.NoColor == "" && isTerminal(a.stderr) {
-		return &colorWriter{w: a.stderr}
-	}
-	return a.stderr
 }
