@@ -82,8 +82,9 @@ type Backend struct {
 	UnschedulableGrace time.Duration
 	// Notify receives warnings and notes; nil drops them.
 	Notify Notify
-	// Clock is the source of time (the Unschedulable grace, heartbeat
-	// times); nil means runner.SystemClock.
+	// Clock is the source of time: the Unschedulable grace is measured on
+	// it and the heartbeat's renewTime read from it; nil means
+	// runner.SystemClock.
 	Clock runner.Clock
 	// PortForwardGiveUp is how long a broken dashboard port-forward is
 	// tried again before the step fails; zero means two minutes.
