@@ -82,8 +82,10 @@ type Backend struct {
 	UnschedulableGrace time.Duration
 	// Notify receives warnings and notes; nil drops them.
 	Notify Notify
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the source of time: the Unschedulable grace is measured on
+	// it and the heartbeat's renewTime read from it; nil means
+	// runner.SystemClock.
+	Clock runner.Clock
 	// PortForwardGiveUp is how long a broken dashboard port-forward is
 	// tried again before the step fails; zero means two minutes.
 	PortForwardGiveUp time.Duration
@@ -194,9 +196,9 @@ func certainlyNotCreated(err error) bool {
 		apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err)
 }
 
-func (b *Backend) now() time.Time {
-	if b.Now != nil {
-		return b.Now()
+func (b *Backend) clock() runner.Clock {
+	if b.Clock != nil {
+		return b.Clock
 	}
-	return time.Now()
+	return runner.SystemClock{}
 }

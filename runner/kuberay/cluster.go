@@ -37,7 +37,7 @@ var _ runner.Cluster = (*Cluster)(nil)
 func (b *Backend) newCluster(job *rayv1.RayJob) *Cluster {
 	c := &Cluster{
 		b: b, ns: job.Namespace, name: job.Name, uid: job.UID,
-		mon:      newMonitor(b.Kube, b.Ray, job.Namespace, job.Name, b.now, b.UnschedulableGrace, b.Notify),
+		mon:      newMonitor(b.Kube, b.Ray, job.Namespace, job.Name, b.clock(), b.UnschedulableGrace, b.Notify),
 		failures: make(chan error, 1),
 	}
 	c.mon.onStart = c.reportFailures
@@ -54,16 +54,17 @@ func (c *Cluster) Name() string { return c.ns + "/" + c.name }
 // failed, with Kubernetes' own message.
 func (c *Cluster) Ready(ctx context.Context) error {
 	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
-		if err, again := c.mon.problem(v); err != nil || v.job == nil {
+		err, again := c.mon.problem(v)
+		if err != nil || v.job == nil {
 			return false, err, again
 		}
 		r, _ := jobState(v.job)
-		return r == ready, nil, 0
+		return r == ready, nil, again // look again when an Unschedulable pod's grace ends
 	})
 	if err != nil {
 		return err
 	}
-	c.mon.set(func() { c.mon.isReady = true })
+	c.mon.markReady()
 	return nil
 }
 
@@ -85,10 +86,7 @@ func (c *Cluster) Failures() <-chan error { return c.failures }
 // SetJobID sets the RayJob's spec.jobId to the submission id, so KubeRay
 // follows the job (Waiting becomes Running). It is a no-op when already set.
 func (c *Cluster) SetJobID(ctx context.Context, id string) error {
-	c.mon.mu.Lock()
-	job := c.mon.job
-	c.mon.mu.Unlock()
-	if job != nil && job.Spec.JobId == id {
+	if job := c.mon.latestJob(); job != nil && job.Spec.JobId == id {
 		return nil
 	}
 	patch := fmt.Appendf(nil, `{"spec":{"jobId":%q}}`, id)
@@ -108,7 +106,7 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 // deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
 // Lease is released so gc goes by those rules.
 func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
-	c.mon.set(func() { c.mon.leaving = true })
+	c.mon.markLeaving()
 	c.closeForward()
 	defer c.mon.stop()
 	hbErr := c.hb.stop(ctx, keep)

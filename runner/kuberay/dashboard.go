@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -30,9 +29,7 @@ func (c *Cluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
 	if o.URL != "" {
 		return d, nil
 	}
-	c.mon.mu.Lock()
-	job := c.mon.job
-	c.mon.mu.Unlock()
+	job := c.mon.latestJob()
 	if job == nil || job.Status.DashboardURL == "" {
 		return d, fmt.Errorf("RayJob %s has no dashboard URL in its status yet", c.Name())
 	}
@@ -128,7 +125,7 @@ func (c *Cluster) reopenForward(f *forward, port uint16, dial dialFunc) (<-chan 
 		case <-f.stop:
 			timer.Stop()
 			return nil, errForwardStopped
-		case <-c.mon.ctx.Done():
+		case <-c.mon.lifetime().Done():
 			timer.Stop()
 			return nil, errForwardStopped
 		case <-deadline.C:
@@ -136,7 +133,7 @@ func (c *Cluster) reopenForward(f *forward, port uint16, dial dialFunc) (<-chan 
 			expired = true // one last attempt
 		case <-timer.C:
 		}
-		_, done, err := dial(c.mon.ctx, port, f.stop)
+		_, done, err := dial(c.mon.lifetime(), port, f.stop)
 		if err == nil {
 			c.b.Notify.info(fmt.Sprintf("port-forward to the head of %s open again (attempt %d)", c.Name(), attempt))
 			return done, nil
@@ -198,12 +195,8 @@ func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct
 
 // headPod returns the name of the cluster's running head pod.
 func (c *Cluster) headPod() (string, error) {
-	c.mon.mu.Lock()
-	defer c.mon.mu.Unlock()
-	for _, p := range c.mon.pods {
-		if isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			return p.Name, nil
-		}
+	if name, ok := c.mon.runningHead(); ok {
+		return name, nil
 	}
 	return "", fmt.Errorf("RayJob %s has no running head pod to port-forward to", c.Name())
 }

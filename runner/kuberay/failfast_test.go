@@ -97,6 +97,7 @@ func TestReadyFailsFast(t *testing.T) {
 func TestUnschedulableGrace(t *testing.T) {
 	t.Parallel()
 	f := newFakes(t)
+	f.fakeClock() // the hour of grace never passes
 	f.b.UnschedulableGrace = time.Hour
 	c := f.provision(t, request(0))
 	f.initializing(t, c)

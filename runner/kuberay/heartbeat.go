@@ -72,7 +72,7 @@ func (b *Backend) newHeartbeat(job *rayv1.RayJob) *heartbeat {
 	return &heartbeat{
 		leases: b.Kube.CoordinationV1().Leases(job.Namespace), ns: job.Namespace, name: job.Name,
 		owner:  metav1.OwnerReference{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob", Name: job.Name, UID: job.UID},
-		holder: holder, interval: interval, now: b.now, notify: b.Notify,
+		holder: holder, interval: interval, now: b.clock().Now, notify: b.Notify,
 	}
 }
 

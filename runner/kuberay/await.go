@@ -1,0 +1,117 @@
+package kuberay
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// view is a consistent copy of what the monitor knows.
+type view struct {
+	job      *rayv1.RayJob
+	jobGone  bool
+	pods     []*corev1.Pod
+	podsSync bool
+	jobSync  bool
+	ready    bool
+	leaving  bool
+	denied   error
+	fatal    error
+}
+
+// snapshot returns the current view and the channel closed at the next
+// change.
+func (m *monitor) snapshot() (view, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, fatal: m.fatal}
+	for _, k := range slices.Sorted(maps.Keys(m.pods)) {
+		v.pods = append(v.pods, m.pods[k])
+	}
+	return v, m.changed
+}
+
+// await calls check with the latest view after every change until it
+// returns done or an error, or ctx ends. check may ask to be called again
+// after a delay on the monitor's clock even without a change. check runs
+// without the monitor's lock, so it may call the monitor.
+func (m *monitor) await(ctx context.Context, check func(v view) (done bool, err error, again time.Duration)) error {
+	for {
+		v, changed := m.snapshot()
+		done, err, again := check(v)
+		if done || err != nil {
+			return err
+		}
+		if err := m.sleep(ctx, changed, again); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits for changed, for again on the monitor's clock when it is
+// positive, or for ctx.
+func (m *monitor) sleep(ctx context.Context, changed <-chan struct{}, again time.Duration) error {
+	var timer chan struct{}
+	if again > 0 {
+		timer = make(chan struct{})
+		stop := m.clock.AfterFunc(again, func() { close(timer) })
+		defer stop()
+	}
+	select {
+	case <-changed:
+	case <-timer:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-m.ctx.Done():
+		return fmt.Errorf("RayJob %s/%s: no longer watched", m.ns, m.name)
+	}
+	return nil
+}
+
+// problem returns the first infrastructure failure v shows, or nil and
+// when to look again (an Unschedulable pod within its grace, measured on
+// the monitor's clock). Once the cluster was ready, a broken worker is
+// only a warning: Ray may carry on without it (KubeRay replaces it); a
+// broken head or RayJob is fatal.
+func (m *monitor) problem(v view) (error, time.Duration) {
+	if v.leaving {
+		return nil, 0
+	}
+	if v.denied != nil {
+		return v.denied, 0
+	}
+	if v.fatal != nil && !v.ready {
+		return v.fatal, 0
+	}
+	if v.jobGone {
+		return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Deleted",
+			Message: "the RayJob was deleted by someone other than this step"}, 0
+	}
+	if v.job != nil {
+		if _, err := jobState(v.job); err != nil {
+			return err, 0
+		}
+	}
+	var again time.Duration
+	for _, p := range v.pods {
+		perr, wait := podProblem(p, m.clock.Now(), m.grace)
+		if wait > 0 && (again == 0 || wait < again) {
+			again = wait
+		}
+		if perr == nil {
+			continue
+		}
+		perr.RayJob = m.ns + "/" + m.name
+		if v.ready && !isHead(p) {
+			m.warnOnce(perr.Error(), "pod/"+p.Name+"/"+perr.Reason)
+			continue
+		}
+		return perr, 0
+	}
+	return nil, again
+}

@@ -1,0 +1,166 @@
+package kuberay
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// afterUnlock is what the monitor decided to do while it held its lock
+// and does once it released it: notes for people (Notify may block on a
+// slow Dagster, or call back into the monitor) and a pod watch to start.
+type afterUnlock struct {
+	notes     []note
+	watchPods string // the RayCluster whose pods to watch, if any
+}
+
+// note is one notification.
+type note struct {
+	warn bool // a warning, else information
+	msg  string
+}
+
+func (a *afterUnlock) info(msg string) { a.notes = append(a.notes, note{msg: msg}) }
+func (a *afterUnlock) warn(msg string) { a.notes = append(a.notes, note{warn: true, msg: msg}) }
+
+// update runs f under the lock, then does what f left for after it.
+func (m *monitor) update(f func(a *afterUnlock)) {
+	var a afterUnlock
+	func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		f(&a)
+	}()
+	if a.watchPods != "" {
+		m.watchPods(a.watchPods)
+	}
+	for _, n := range a.notes {
+		if n.warn {
+			m.notify.warn(n.msg)
+		} else {
+			m.notify.info(n.msg)
+		}
+	}
+}
+
+// warnOnce notifies msg once per key.
+func (m *monitor) warnOnce(msg, key string) {
+	m.update(func(a *afterUnlock) { m.warnLocked(a, msg, key) })
+}
+
+// warnLocked queues msg once per key; m.mu is held.
+func (m *monitor) warnLocked(a *afterUnlock, msg, key string) {
+	if m.warned[key] {
+		return
+	}
+	m.warned[key] = true
+	a.warn(msg)
+}
+
+func (m *monitor) onJob(obj any, deleted bool) {
+	job, ok := obj.(*rayv1.RayJob)
+	if !ok || job.Name != m.name {
+		return
+	}
+	m.update(func(a *afterUnlock) {
+		if deleted {
+			m.jobGone = true
+		} else {
+			if m.job == nil || m.job.Status.JobDeploymentStatus != job.Status.JobDeploymentStatus {
+				a.info(fmt.Sprintf("RayJob %s/%s: %s", m.ns, m.name, deploymentStatus(job)))
+			}
+			m.job = job
+		}
+		if rc := job.Status.RayClusterName; rc != "" && m.podsFor == "" {
+			m.podsFor = rc
+			a.watchPods = rc
+		}
+		if msg := replicaFailure(job); msg != "" {
+			m.warnLocked(a, "RayCluster "+job.Status.RayClusterName+": "+msg, "replica:"+msg)
+		}
+		m.broadcast()
+	})
+}
+
+func (m *monitor) onPod(obj any, deleted bool) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[labelCluster] == "" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pod.Labels[labelCluster] != m.podsFor {
+		return
+	}
+	if deleted {
+		delete(m.pods, pod.Name)
+	} else {
+		m.pods[pod.Name] = pod
+	}
+	m.broadcast()
+}
+
+// onEvent reports each distinct warning about this RayJob, its RayCluster
+// and its pods (whose names all start with the RayJob's name).
+func (m *monitor) onEvent(obj any, deleted bool) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok || deleted || ev.Type != corev1.EventTypeWarning || !strings.HasPrefix(ev.InvolvedObject.Name, m.name) {
+		return
+	}
+	m.update(func(a *afterUnlock) {
+		if fatalEvent(ev.Reason) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
+			m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ev.Reason,
+				Message: ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name + ": " + ev.Message}
+			m.broadcast()
+		}
+		key := ev.InvolvedObject.Kind + "/" + ev.Reason + "/" + ev.Message
+		m.warnLocked(a, fmt.Sprintf("%s %s: %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, oneLine(ev.Message, 400)), key)
+	})
+}
+
+// deploymentStatus names the RayJob's deployment status for people.
+func deploymentStatus(job *rayv1.RayJob) string {
+	st := job.Status
+	s := string(st.JobDeploymentStatus)
+	if s == "" {
+		s = "created, waiting for the KubeRay operator"
+	}
+	if st.Reason != "" {
+		s += " (" + string(st.Reason) + ")"
+	}
+	if st.JobDeploymentStatus == rayv1.JobDeploymentStatusWaiting {
+		s += ": cluster ready for the job"
+	}
+	return s
+}
+
+// fatalEvent reports whether a KubeRay warning means the RayCluster will
+// not come up until someone changes something: failing at once beats
+// waiting for timeouts.provision. (A warning that may clear by itself,
+// such as a quota that frees up, only shows as a warning.)
+func fatalEvent(reason string) bool {
+	switch reason {
+	case "AutoscalerServiceAccountNotFound", "InvalidRayClusterSpec", "InvalidRayClusterMetadata",
+		"InvalidRayJobSpec", "InvalidRayJobMetadata":
+		return true
+	}
+	return false
+}
+
+// eventSkew tolerates clock differences between raystep and the API
+// server when telling a fresh event from one a previous attempt saw.
+const eventSkew = 30 * time.Second
+
+// eventTime is when an event last happened.
+func eventTime(ev *corev1.Event) time.Time {
+	switch {
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	}
+	return ev.CreationTimestamp.Time
+}
