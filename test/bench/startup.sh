@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# startup.sh [BASE_REF]: builds raystep with `make build` and prints the
+# whole-process start-up table of test/bench/startup (N runs, default 30)
+# for validate, schema and version. With BASE_REF (a commit, e.g. the one
+# before a change) it also builds that commit from `git archive` in a
+# temporary directory and measures it as "before", alternating with the
+# current tree's "after".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+make --no-print-directory build >/dev/null
+args=(-bin "after=bin/raystep")
+if [[ $# -gt 0 ]]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	git archive "$1" | tar -x -C "$tmp"
+	make --no-print-directory -C "$tmp" build BIN="$tmp/bin" VERSION="$1" >/dev/null
+	args=(-bin "before=$tmp/bin/raystep" "${args[@]}")
+fi
+go run ./test/bench/startup -n "${N:-30}" "${args[@]}"
