@@ -7,10 +7,13 @@
 // rusage).
 //
 //	make build && go run ./test/bench/startup -bin after=bin/raystep
-//	test/bench/startup.sh 603918b   # before (that commit) and after
+//	test/bench/startup.sh 603918b   # before (that commit), floor and after
 //
 // Run it from the repository root: validate reads the example spec and its
-// working directory relative to the current directory.
+// working directory relative to the current directory. The script also
+// measures test/bench/startup/linkfloor as "floor" (it ignores the
+// arguments): the start-up that linking raystep's heaviest dependencies
+// costs by itself.
 package main
 
 import (
@@ -116,12 +119,12 @@ func measure(path string, args []string) (sample, error) {
 // printTable writes one row per binary and command.
 func printTable(w io.Writer, bins binaries, results [][][]sample, n int) {
 	fmt.Fprintf(w, "%d runs each after one warm-up; wall and CPU (user+sys) of the whole process\n\n", n)
-	fmt.Fprintf(w, "%-8s %-52s %11s %9s %11s %9s\n", "binary", "command", "wall median", "wall p90", "CPU median", "CPU p90")
+	fmt.Fprintf(w, "%-8s %-44s %11s %9s %11s %9s\n", "binary", "arguments", "wall median", "wall p90", "CPU median", "CPU p90")
 	for b, bin := range bins {
 		for c, args := range commands {
 			wall := sorted(results[b][c], func(s sample) time.Duration { return s.wall })
 			cpu := sorted(results[b][c], func(s sample) time.Duration { return s.cpu })
-			fmt.Fprintf(w, "%-8s %-52s %11s %9s %11s %9s\n", bin.label, "raystep "+strings.Join(args, " "),
+			fmt.Fprintf(w, "%-8s %-44s %11s %9s %11s %9s\n", bin.label, strings.Join(args, " "),
 				ms(quantile(wall, 0.5)), ms(quantile(wall, 0.9)), ms(quantile(cpu, 0.5)), ms(quantile(cpu, 0.9)))
 		}
 	}
