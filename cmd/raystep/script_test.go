@@ -35,8 +35,14 @@ func TestScript(t *testing.T) {
 var updateScripts = flag.Bool("update", false, "rewrite testdata/script files that a cmp compares against")
 
 // setupScript gives every script a HOME of its own, so that neither a
-// kubeconfig nor a Ray token of the user's is found.
+// kubeconfig nor a Ray token of the user's is found, and SCHEMAS, the
+// directory of the schema documents raystep embeds.
 func setupScript(env *testscript.Env) error {
+	schemas, err := filepath.Abs(filepath.Join("..", "..", "schemas"))
+	if err != nil {
+		return err
+	}
+	env.Setenv("SCHEMAS", schemas)
 	home := filepath.Join(env.WorkDir, ".home")
 	env.Setenv("HOME", home)
 	return os.Mkdir(home, 0o700)
