@@ -80,7 +80,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 		}
 		profile = p
 	}
-	c, err := compiledSchemas()
+	sch, err := compiledJobSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if errors.As(err, &setErrs) {
 		errs.Errors = append(errs.Errors, setErrs.Errors...)
 	}
-	if err := validateSchema(c.jobSpec, file, tree, pos, errs); err != nil {
+	if err := validateSchema(sch, file, tree, pos, errs); err != nil {
 		return nil, err
 	}
 	chk := &checker{file: file, dir: specDir(file), pos: pos, errs: errs, profile: profile}
@@ -130,8 +130,21 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 	if s.Metadata.Namespace == "" {
 		s.Metadata.Namespace = profile.Spec.Namespace
 	}
+	s.Spec = buildJobSpec(&raw)
+	if r := raw.Spec; r.WorkingDir != "" {
+		dir, err := filepath.Abs(specDir(file))
+		if err != nil {
+			return nil, fmt.Errorf("resolve the directory of %s: %w", file, err)
+		}
+		s.Spec.WorkingDir = resolveDir(dir, r.WorkingDir)
+	}
+	return s, nil
+}
+
+// buildJobSpec defaults the spec part of a valid raw spec.
+func buildJobSpec(raw *rawSpec) JobSpec {
 	r := raw.Spec
-	s.Spec = JobSpec{
+	js := JobSpec{
 		Kind:       StepKind(r.Kind),
 		Entrypoint: r.Entrypoint,
 		RuntimeEnv: r.RuntimeEnv,
@@ -155,17 +168,10 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 			TTLAfterFinished: mustDuration(r.Timeouts.TTLAfterFinished, defaultTTL),
 		},
 	}
-	if r.WorkingDir != "" {
-		dir, err := filepath.Abs(specDir(file))
-		if err != nil {
-			return nil, fmt.Errorf("resolve the directory of %s: %w", file, err)
-		}
-		s.Spec.WorkingDir = resolveDir(dir, r.WorkingDir)
-	}
 	for _, w := range r.Cluster.Workers {
-		s.Spec.Cluster.Workers = append(s.Spec.Cluster.Workers, buildWorker(w))
+		js.Cluster.Workers = append(js.Cluster.Workers, buildWorker(w))
 	}
-	return s, nil
+	return js
 }
 
 // Defaults applied after validation; the schema documents the same values.

@@ -77,3 +77,21 @@ func TestDefaultProfileSecurity(t *testing.T) {
 		t.Errorf("pod security (-want +got):\n%s", diff)
 	}
 }
+
+// TestDefaultProfileMatchesSchema checks the built-in profile against the
+// profile schema, which DefaultProfile skips at run time, and that it
+// loads the same with the schema as without.
+func TestDefaultProfileMatchesSchema(t *testing.T) {
+	t.Parallel()
+	checked, err := ParseProfile("(built-in)", DefaultProfileYAML())
+	if err != nil {
+		t.Fatalf("the built-in profile does not match the profile schema: %v", err)
+	}
+	p, err := DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(checked, p); diff != "" {
+		t.Errorf("DefaultProfile (-with schema +without):\n%s", diff)
+	}
+}

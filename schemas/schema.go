@@ -33,34 +33,38 @@ func JobSpecSchema() []byte { return bytes.Clone(jobSpecSchema) }
 // The returned slice is a copy.
 func ProfileSchema() []byte { return bytes.Clone(profileSchema) }
 
-// compiled holds both schemas, compiled once per process on first use: the
-// embedded documents never change, so this is a cache, not mutable state.
-type compiled struct {
-	jobSpec, profile *jsonschema.Schema
-}
+// compiledJobSpec and compiledProfile are the embedded schemas, each
+// compiled once per process on its first use and not before: compiling
+// checks the document against the draft 2020-12 metaschema, work that
+// `raystep version` and `raystep schema` never need and `validate` needs
+// for the job spec only. The embedded documents never change, so these
+// are caches, not mutable state.
+var (
+	compiledJobSpec = sync.OnceValues(func() (*jsonschema.Schema, error) {
+		return compileEmbedded("job-spec", jobSpecURL, jobSpecSchema)
+	})
+	compiledProfile = sync.OnceValues(func() (*jsonschema.Schema, error) {
+		return compileEmbedded("profile", profileURL, profileSchema)
+	})
+)
 
-var compiledSchemas = sync.OnceValues(func() (*compiled, error) {
+// compileEmbedded compiles the embedded schema document data, known by url.
+func compileEmbedded(what, url string, data []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded schema %s: %w", url, err)
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	for url, data := range map[string][]byte{jobSpecURL: jobSpecSchema, profileURL: profileSchema} {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("parse embedded schema %s: %w", url, err)
-		}
-		if err := c.AddResource(url, doc); err != nil {
-			return nil, fmt.Errorf("add embedded schema %s: %w", url, err)
-		}
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("add embedded schema %s: %w", url, err)
 	}
-	job, err := c.Compile(jobSpecURL)
+	sch, err := c.Compile(url)
 	if err != nil {
-		return nil, fmt.Errorf("compile job-spec schema: %w", err)
+		return nil, fmt.Errorf("compile %s schema: %w", what, err)
 	}
-	prof, err := c.Compile(profileURL)
-	if err != nil {
-		return nil, fmt.Errorf("compile profile schema: %w", err)
-	}
-	return &compiled{jobSpec: job, profile: prof}, nil
-})
+	return sch, nil
+}
 
 // english prints the schema library's messages.
 var english = message.NewPrinter(language.English)

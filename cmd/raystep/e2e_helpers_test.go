@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
@@ -24,10 +25,10 @@ import (
 
 var ray raytest.Shared
 
+// TestMain also makes this test binary the raystep command of the
+// testscript scripts (script_test.go).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	ray.Stop()
-	os.Exit(code)
+	testscript.Main(stopRayAfter{m}, map[string]func(){"raystep": main})
 }
 
 // message is one Pipes message raystep wrote.

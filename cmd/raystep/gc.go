@@ -39,7 +39,6 @@ or still provisioning past timeouts.provision. Deleting a RayJob removes
 its RayCluster, pods and Lease.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
-		PreRun:  a.begin,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
 	}
 	f := cmd.Flags()

@@ -28,7 +28,6 @@ in the namespace given by --namespace, $RAYSTEP_NAMESPACE, the profile or the
 kubeconfig, or in every namespace with -A.`,
 		Example: "  raystep ls -A\n  raystep ls -n ml-ads -o json",
 		Args:    cobra.NoArgs,
-		PreRun:  a.begin,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ls(cmd, o) },
 	}
 	f := cmd.Flags()

@@ -27,7 +27,6 @@ func (a *app) renderCommand() *cobra.Command {
 Dagster flags preview the name and labels a given step attempt gets.`,
 		Example: "  raystep render -f examples/ads_ranking/train.yaml --profile examples/platform.yaml -o json",
 		Args:    cobra.NoArgs,
-		PreRun:  a.begin,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.render(cmd, o)
 		},

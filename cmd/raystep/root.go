@@ -23,8 +23,10 @@ type app struct {
 	lookup envconfig.Lookuper
 	cfg    *config
 	log    *zap.Logger
-	// started is set once a command's RunE begins, so errors before it
-	// (unknown commands, bad arguments) are usage errors.
+	// started is set by the root's PersistentPreRun once cobra has parsed
+	// the flags and checked the arguments of the command it runs, so
+	// errors before it (unknown commands, flags, bad arguments) are usage
+	// errors.
 	started bool
 	// kubeFlags are --kubeconfig and --context (kuberay.go).
 	kubeFlags kubeFlags
@@ -74,6 +76,9 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `raystep runs one Ray job as a Dagster step: it validates a job spec, brings
 up an ephemeral Ray cluster (KubeRay or local), submits the entrypoint, relays
 logs and metrics to Dagster and tears the cluster down.`,
+		// No subcommand sets a PersistentPreRun of its own: cobra would
+		// run that one instead of this.
+		PersistentPreRun:  a.begin,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
@@ -89,7 +94,8 @@ logs and metrics to Dagster and tears the cluster down.`,
 	return root
 }
 
-// begin marks the start of a command's own work.
+// begin marks the start of a command's own work: cobra calls it for every
+// subcommand after parsing its flags and checking its arguments.
 func (a *app) begin(cmd *cobra.Command, _ []string) { a.started = true }
 
 // profile loads the platform profile named by --profile, RAYSTEP_PROFILE or

@@ -69,8 +69,7 @@ nothing behind either: the private head's keeper sees raystep gone and
 kills every process of the head and the job.`,
 		Example: `  raystep run -f examples/ads_ranking/train.yaml
   RAY_ADDRESS=http://127.0.0.1:8265 raystep run -f train.yaml --set spec.timeouts.run=10m`,
-		Args:   cobra.NoArgs,
-		PreRun: a.begin,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.file == "" {
 				return &usageError{errors.New("run: -f SPEC is required")}

@@ -18,7 +18,6 @@ func (a *app) schemaCommand() *cobra.Command {
 		Example:   "  raystep schema > jobspec.schema.json",
 		Args:      schemaArgs,
 		ValidArgs: []string{"jobspec", "profile"},
-		PreRun:    a.begin,
 		RunE: func(_ *cobra.Command, args []string) error {
 			doc := schemas.JobSpecSchema()
 			if len(args) == 1 && args[0] == "profile" {

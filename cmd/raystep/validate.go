@@ -23,8 +23,7 @@ size limits (see schemas/SPEC.md). Every problem is printed, one per line, as
 workingDir is then relative to the current directory.`,
 		Example: "  raystep validate -f examples/ads_ranking/train.yaml -f examples/ads_ranking/eval.yaml\n" +
 			"  raystep validate -f - < train.yaml",
-		Args:   cobra.NoArgs,
-		PreRun: a.begin,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
 				return &usageError{errors.New("validate: at least one -f SPEC is required")}
