@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"sync"
+
+	"github.com/raystep/raystep/runner"
 )
 
 // ANSI colours of the progress output.
@@ -62,4 +66,69 @@ func (c *colorWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// console is where a person reads the step's progress: w (stderr),
+// coloured when it is a terminal.
+func (a *app) console() io.Writer { return a.consoleOn(a.stderr) }
+
+// consoleOn is console for the stream w.
+func (a *app) consoleOn(w io.Writer) io.Writer {
+	if a.cfg.NoColor == "" && isTerminal(w) {
+		return &colorWriter{w: w}
+	}
+	return w
+}
+
+// eventSink renders the step's events for a person reading w: one line per
+// event, "[elapsed] tag text", coloured on a terminal.
+func (a *app) eventSink(w io.Writer) runner.Sink {
+	return &textRenderer{w: a.consoleOn(w)}
+}
+
+// textRenderer writes each event as one progress line with the elapsed
+// time; a result's metadata follows, one entry per line. The tag is the
+// phase ("phase !" for a warning), or the kind for the step's end and the
+// driver's reports.
+type textRenderer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Event writes e.
+func (t *textRenderer) Event(e runner.Event) {
+	tag, msg := string(e.Kind), e.Message
+	switch e.Kind {
+	case runner.KindNote:
+		tag = string(e.Phase)
+	case runner.KindWarning:
+		tag = string(e.Phase) + " !"
+	case runner.KindLog:
+		msg = attrValue(e.Attrs, "level") + " " + msg
+	}
+	lines := []string{fmt.Sprintf("[%7.1fs] %-10s %s\n", e.Elapsed.Seconds(), tag, msg)}
+	if e.Kind == runner.KindResult {
+		width := 0
+		for _, at := range e.Attrs {
+			width = max(width, len(at.Key))
+		}
+		for _, at := range e.Attrs {
+			lines = append(lines, fmt.Sprintf("%22s%-*s  %s\n", "", width, at.Key, at.Value))
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range lines { // one write per line: colorWriter colours lines
+		_, _ = io.WriteString(t.w, l)
+	}
+}
+
+// attrValue returns the value of the attribute key, "" without one.
+func attrValue(attrs []runner.Attr, key string) string {
+	for _, at := range attrs {
+		if at.Key == key {
+			return at.Value
+		}
+	}
+	return ""
 }
