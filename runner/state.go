@@ -126,7 +126,7 @@ func (s *state) emit(e Event) { s.events.Event(e) }
 // sendLog writes raystep's own log message to the session. The first
 // failure is kept: the step then fails, since Dagster missed something.
 func (s *state) sendLog(level pipes.Level, text string) {
-	m, err := pipes.NewMessage(pipes.MethodLog, map[string]any{"message": text, "level": level})
+	m, err := pipes.LogMessage(level, text)
 	if err == nil {
 		err = s.r.Session.Send(m)
 	}

@@ -88,7 +88,7 @@ func (d *dagsterLog) Event(e Event) {
 	default:
 		return
 	}
-	m, err := pipes.NewMessage(pipes.MethodLog, map[string]any{"message": fmt.Sprintf("raystep %s: %s", e.Phase, e.Message), "level": level})
+	m, err := pipes.LogMessage(level, fmt.Sprintf("raystep %s: %s", e.Phase, e.Message))
 	if err == nil {
 		err = d.sess.Send(m)
 	}
