@@ -4,7 +4,9 @@
 // already did), relay the job's log (plain lines to stdout, the driver's
 // Pipes messages to Dagster), report raystep's own metadata on the
 // materialization, and tear the cluster down on every path, cancellation
-// and deadlines included.
+// and deadlines included. Everything the step has to tell is one stream of
+// Events (the backend's notices too), which the caller renders for a
+// person and which Dagster gets as log messages.
 //
 // The package declares the small interfaces it consumes (Backend, Cluster,
 // Jobs, Session, Clock) and takes a plain Step; it leaves reading the spec,

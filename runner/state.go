@@ -8,7 +8,8 @@ import (
 	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
-// state is one step in progress. Only Run's goroutine touches it.
+// state is one step in progress. Only Run's goroutine touches it, but
+// for events, which the backend shares and which locks itself.
 type state struct {
 	r     *Runner
 	clock Clock
