@@ -15,7 +15,7 @@ var connectRay = adapters.Connect
 // pipesSession keeps the tests' short literal pipesSession{sess}.
 type pipesSession struct{ s *pipes.Session }
 
-func (p pipesSession) Send(m runner.Message) error { return adapters.Session{Pipes: p.s}.Send(m) }
+func (p pipesSession) Send(m *pipes.Message) error { return adapters.Session{Pipes: p.s}.Send(m) }
 func (p pipesSession) Close(exc *runner.Exception) error {
 	return adapters.Session{Pipes: p.s}.Close(exc)
 }

@@ -5,92 +5,87 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
-// render shows a driver's Pipes message to a person (standalone runs).
-func (s *state) render(m Message) {
-	if s.r.Progress == nil {
-		return
-	}
-	var p map[string]json.RawMessage
-	_ = json.Unmarshal(m.Params, &p)
+// render tells a person a driver's Pipes message (standalone runs): logs,
+// checks and other messages become events; log_external_stream text goes
+// to Stdout or Stderr as it came.
+func (s *state) render(m *pipes.Message) {
 	switch m.Method {
-	case methodLog:
-		level := text(p["level"])
-		if level == "" {
-			level = "INFO"
+	case pipes.MethodLog:
+		var p struct {
+			Message string `json:"message"`
+			Level   any    `json:"level"`
 		}
-		s.progress("log", strings.ToUpper(level)+" "+text(p["message"]))
-	case methodCheck:
-		s.progress("check", checkLine(p))
-	case methodCustom:
-		s.progress("message", compact(p["payload"], 300))
-	case methodExternalStream:
+		_ = json.Unmarshal(m.Params, &p)
+		level := "INFO"
+		if l, ok := p.Level.(string); ok && l != "" {
+			level = strings.ToUpper(l)
+		}
+		s.emit(Event{Phase: PhaseRun, Kind: KindLog, Message: p.Message, Attrs: []Attr{{Key: "level", Value: level}}})
+	case pipes.MethodReportAssetCheck:
+		s.emit(Event{Phase: PhaseRun, Kind: KindCheck, Message: checkLine(m)})
+	case pipes.MethodReportCustomMessage:
+		var p struct {
+			Payload json.RawMessage `json:"payload"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		s.emit(Event{Phase: PhaseRun, Kind: KindMessage, Message: compact(p.Payload, 300)})
+	case pipes.MethodLogExternalStream:
+		var p struct{ Stream, Text string }
+		_ = json.Unmarshal(m.Params, &p)
 		w := s.r.Stdout
-		if text(p["stream"]) == "stderr" {
-			w = s.r.Progress
+		if p.Stream == "stderr" {
+			w = s.r.Stderr
 		}
-		_, _ = io.WriteString(w, text(p["text"]))
+		_, _ = io.WriteString(w, p.Text)
 	default:
-		s.progress("message", m.Method+" "+compact(m.Params, 300))
+		s.emit(Event{Phase: PhaseRun, Kind: KindMessage, Message: string(m.Method) + " " + compact(m.Params, 300)})
 	}
 }
 
 // checkLine describes an asset check result.
-func checkLine(p map[string]json.RawMessage) string {
-	var passed bool
-	_ = json.Unmarshal(p["passed"], &passed)
+func checkLine(m *pipes.Message) string {
+	c, _ := m.AssetCheck()
 	verdict := "passed"
-	if !passed {
-		verdict = "FAILED (" + text(p["severity"]) + ")"
+	if !c.Passed {
+		verdict = "FAILED (" + string(c.Severity) + ")"
 	}
-	line := fmt.Sprintf("%s on %s: %s", text(p["check_name"]), text(p["asset_key"]), verdict)
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(p["metadata"], &meta) == nil && len(meta) > 0 {
-		parts := make([]string, 0, len(meta))
-		for _, k := range slices.Sorted(maps.Keys(meta)) {
-			parts = append(parts, k+"="+metaText(meta[k]))
+	line := fmt.Sprintf("%s on %s: %s", c.CheckName, c.AssetKey, verdict)
+	if len(c.Metadata) > 0 {
+		parts := make([]string, 0, len(c.Metadata))
+		for _, k := range sortedKeys(c.Metadata) {
+			parts = append(parts, k+"="+metaText(c.Metadata[k]))
 		}
 		line += " [" + strings.Join(parts, " ") + "]"
 	}
 	return line
 }
 
-// renderMaterialization lists a materialization's metadata, one per line.
-func (s *state) renderMaterialization(mat materialization) {
-	if s.r.Progress == nil {
-		return
-	}
+// renderMaterialization tells a materialization as a result event whose
+// attributes are its metadata, in key order.
+func (s *state) renderMaterialization(mat pipes.Materialization) {
 	head := mat.AssetKey
-	if mat.DataVersion != nil {
-		head += " (data version " + *mat.DataVersion + ")"
+	if mat.DataVersion != "" {
+		head += " (data version " + mat.DataVersion + ")"
 	}
-	s.progress("result", head)
-	keys := slices.Sorted(maps.Keys(mat.Metadata))
-	width := 0
+	keys := sortedKeys(mat.Metadata)
+	attrs := make([]Attr, 0, len(keys))
 	for _, k := range keys {
-		width = max(width, len(k))
+		attrs = append(attrs, Attr{Key: k, Value: metaText(mat.Metadata[k])})
 	}
-	for _, k := range keys {
-		fmt.Fprintf(s.r.Progress, "%22s%-*s  %s\n", "", width, k, metaText(mat.Metadata[k]))
-	}
+	s.emit(Event{Phase: PhaseReport, Kind: KindResult, Message: head, Attrs: attrs})
 }
 
 // metaText shows a metadata value's raw value.
-func metaText(raw json.RawMessage) string {
-	var v struct {
-		RawValue json.RawMessage `json:"raw_value"`
-	}
-	if json.Unmarshal(raw, &v) != nil || v.RawValue == nil {
-		return compact(raw, 120)
-	}
-	if t := text(v.RawValue); t != "" {
+func metaText(v pipes.MetadataValue) string {
+	if t := text(v.Raw); t != "" {
 		return t
 	}
-	return compact(v.RawValue, 120)
+	return compact(v.Raw, 120)
 }
 
 // text returns raw as a string when it is a JSON string.

@@ -2,10 +2,11 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
 // Backend provisions the Ray cluster a step runs on. The local backend
@@ -34,6 +35,13 @@ type ClusterRequest struct {
 	// Step is the step being run, for labels and annotations
 	// (Step.Dagster.Key() names the step within the run).
 	Step Step
+	// Events is the step's event stream, for what the backend wants people
+	// to know while the cluster lives (warning events about its pods, a
+	// re-attach): emit KindNote or KindWarning events with Phase left
+	// empty, and the runner stamps them with the step's phase and time and
+	// tells the console and Dagster. It is safe for concurrent use and never
+	// nil.
+	Events Sink
 }
 
 // Cluster is one provisioned Ray cluster.
@@ -197,22 +205,14 @@ type Session interface {
 	// Send writes one message. An error wrapping ErrInvalidMessage means
 	// the message was refused and nothing was written; the session is still
 	// usable.
-	Send(m Message) error
+	Send(m *pipes.Message) error
 	// Close sends "closed", with exc when the step failed.
 	Close(exc *Exception) error
 }
 
 // ErrInvalidMessage is wrapped by Session.Send when a message would break
-// Dagster's reader and was not written.
-var ErrInvalidMessage = errors.New("invalid pipes message")
-
-// Message is one Pipes message.
-type Message struct {
-	// Method is the Pipes method, e.g. "log".
-	Method string
-	// Params is the JSON of the params object.
-	Params json.RawMessage
-}
+// Dagster's reader and was not written; it is the pipes package's own.
+var ErrInvalidMessage = pipes.ErrInvalidMessage
 
 // Exception is the exception object of a "closed" message, shaped as
 // Pipes sends it.

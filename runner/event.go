@@ -49,14 +49,18 @@ const (
 	KindDone EventKind = "done"
 	// KindFailed ends a step that failed; Message is the step's error.
 	KindFailed EventKind = "failed"
-	// KindLog is a log message the driver sent (standalone runs).
+	// KindLog is a log message the driver sent (standalone runs): Message
+	// is its text, the attribute "level" its level (INFO, WARNING, ...).
 	KindLog EventKind = "log"
-	// KindCheck is an asset check result the driver reported (standalone).
+	// KindCheck is an asset check result the driver reported (standalone);
+	// Message says it in one line, e.g. "auc_above on ads/model: passed".
 	KindCheck EventKind = "check"
-	// KindResult is a materialization reported at the end (standalone);
-	// Attrs holds its metadata.
+	// KindResult is a materialization reported at the end (standalone):
+	// Message is the asset key (and data version), Attrs its metadata in
+	// key order, each value as text.
 	KindResult EventKind = "result"
-	// KindMessage is any other message from the driver (standalone).
+	// KindMessage is any other message from the driver (standalone), as
+	// compact JSON.
 	KindMessage EventKind = "message"
 )
 

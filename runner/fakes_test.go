@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
 // calls records what the fakes were asked to do, in order.
@@ -100,14 +102,14 @@ func (j *fakeJobs) Tail(ctx context.Context, id string, onLine func(string), onO
 
 type fakeSession struct {
 	mu     sync.Mutex
-	sent   []Message
+	sent   []*pipes.Message
 	closed []*Exception
-	send   func(m Message) error // nil accepts everything
+	send   func(m *pipes.Message) error // nil accepts everything
 }
 
 var _ Session = (*fakeSession)(nil)
 
-func (s *fakeSession) Send(m Message) error {
+func (s *fakeSession) Send(m *pipes.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.send != nil {

@@ -187,7 +187,7 @@ func (h *harness) driverMessages() []string {
 		if m.Method == "log" && bytes.Contains(m.Params, []byte(`"raystep `)) {
 			continue
 		}
-		out = append(out, m.Method+" "+string(m.Params))
+		out = append(out, string(m.Method)+" "+string(m.Params))
 	}
 	return out
 }

@@ -25,7 +25,7 @@ func TestRealRayDashboardDiesOnExistingCluster(t *testing.T) {
 	head := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
 	rs := newRealStepOn(t, head, "sleep", uniqueRunID(t))
 	progress := &lineWatch{}
-	rs.runner.Progress = progress
+	rs.runner.Events = runner.TextSink(progress)
 	rs.runner.Connect = adapters.Connector{MaxOutage: 5 * time.Second}.Connect
 	rs.runner.StopTimeout = 2 * time.Minute // the dead dashboard must not be waited on for this long
 	killed := make(chan time.Time, 1)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
 func TestRunAttachesToDuplicateSubmission(t *testing.T) {
@@ -101,7 +103,7 @@ func TestRunDashboardOutage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var progress strings.Builder
-	h.runner.Progress = &progress
+	h.runner.Events = textSink(&progress)
 	refused := fmt.Errorf("get job: dial tcp 127.0.0.1:38265: %w", syscall.ECONNREFUSED)
 	h.jobs.follow = func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error {
 		h.calls.add("tail")
@@ -184,36 +186,51 @@ func TestRunStopBoundedWhenDashboardDown(t *testing.T) {
 	}
 }
 
-func TestRunDropsBadDriverMessages(t *testing.T) {
+// TestRunPassesBadDriverMessagesThrough: a line that looks like a Pipes
+// message but is not a valid one, or one Dagster's session refuses, is not
+// lost: it reaches stdout as the text it was, with a warning. (raystep
+// dropped such lines before.)
+func TestRunPassesBadDriverMessagesThrough(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.session.send = func(m Message) error {
+	refused := `{"__dagster_pipes_version": "0.1", "method": "report_custom_message", "params": {"payload": "refused"}}`
+	h.session.send = func(m *pipes.Message) error {
 		if m.Method == "report_custom_message" {
-			return fmt.Errorf("%w: report_custom_message: unexpected key", ErrInvalidMessage)
+			return fmt.Errorf("%w: report_custom_message: too large", ErrInvalidMessage)
 		}
 		return nil
 	}
-	h.lines = []string{
+	bad := []string{
 		`{"__dagster_pipes_version": "0.1", "method": 7, "params": {}}`,
 		`{"__dagster_pipes_version": "0.1", "method": "log", "params": [1]}`,
 		`{"__dagster_pipes_version": "0.1", "method": "report_custom_message", "params": {"payload": 1, "x": 2}}`,
 		`{"__dagster_pipes_version": "0.1", "method": "report_asset_materialization", "params": {"metadata": {}}}`,
-		pipesLog,
+		`{"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "epoch 2", "level": "LOUD"}}`,
+		refused,
 	}
+	h.lines = append(append([]string{}, bad...), pipesLog)
 	if _, err := h.run(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if h.stdout.Len() != 0 {
-		t.Errorf("stdout %q, want nothing: Pipes messages are never plain output", h.stdout.String())
+	if diff := cmp.Diff(strings.Join(bad, "\n")+"\n", h.stdout.String()); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
-	var warnings int
+	var warnings []string
 	for _, l := range h.ownLogs() {
-		if strings.HasPrefix(l, "WARNING raystep run: dropped") {
-			warnings++
+		if strings.HasPrefix(l, "WARNING raystep run: ") {
+			warnings = append(warnings, l)
 		}
 	}
-	if warnings != 4 {
-		t.Errorf("got %d drop warnings, want 4: %v", warnings, h.ownLogs())
+	want := []string{
+		"WARNING raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: method must be a string",
+		"WARNING raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: log: params must be an object or null",
+		`WARNING raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: report_custom_message: unexpected param "x"`,
+		`WARNING raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: report_asset_materialization: missing param "asset_key"`,
+		`WARNING raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: log: level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got "LOUD"`,
+		"WARNING raystep run: passed a report_custom_message message from the driver through as text: invalid dagster pipes message: report_custom_message: too large",
+	}
+	if diff := cmp.Diff(want, warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 	msgs := h.driverMessages()
 	if len(msgs) != 2 || !strings.HasPrefix(msgs[0], "log ") || !strings.HasPrefix(msgs[1], "report_asset_materialization ") {
@@ -247,10 +264,10 @@ func TestRunMergesRepeatedAndRefusedMaterializations(t *testing.T) {
 	h.lines = []string{
 		`{"__dagster_pipes_version": "0.1", "method": "report_asset_materialization", "params": {"asset_key": "ads/model", "data_version": null, "metadata": {"loss": {"raw_value": 0.7, "type": "float"}, "rows": {"raw_value": 10, "type": "int"}}}}`,
 		`{"__dagster_pipes_version": "0.1", "method": "report_asset_materialization", "params": {"asset_key": "ads/model", "data_version": "v2", "metadata": {"loss": {"raw_value": 0.3, "type": "float"}}}}`,
-		`{"__dagster_pipes_version": "0.1", "method": "report_asset_materialization", "params": {"asset_key": "ads/other", "data_version": null, "metadata": {"bad": 1}}}`,
+		`{"__dagster_pipes_version": "0.1", "method": "report_asset_materialization", "params": {"asset_key": "ads/other", "data_version": null, "metadata": {"bad": {"raw_value": 1, "type": "int"}}}}`,
 	}
-	h.session.send = func(m Message) error {
-		if m.Method == methodMaterialization && strings.Contains(string(m.Params), `"bad"`) {
+	h.session.send = func(m *pipes.Message) error {
+		if m.Method == pipes.MethodReportMaterialize && strings.Contains(string(m.Params), `"bad"`) {
 			return fmt.Errorf("%w: metadata value is not an object", ErrInvalidMessage)
 		}
 		return nil
@@ -280,8 +297,8 @@ func TestRunMergesRepeatedAndRefusedMaterializations(t *testing.T) {
 func TestRunFailsWhenDagsterMissedMessages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.session.send = func(m Message) error {
-		if m.Method == methodMaterialization {
+	h.session.send = func(m *pipes.Message) error {
+		if m.Method == pipes.MethodReportMaterialize {
 			return errors.New("write pipes message: no space left on device")
 		}
 		return nil

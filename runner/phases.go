@@ -2,19 +2,21 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"strconv"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
 // provision creates (or finds) the cluster and waits until it is ready.
 // Infrastructure failures the cluster reports from then on cancel the step.
 func (s *state) provision(ctx context.Context) error {
-	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, RunID: s.runID, Step: s.step})
+	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, RunID: s.runID, Step: s.step, Events: s.events})
 	if cl != nil {
 		s.cluster = cl
+		s.events.know(cl.Name(), "")
 		s.watch()
 	}
 	if err != nil {
@@ -59,6 +61,7 @@ func (s *state) dashboard(ctx context.Context) error {
 		return fmt.Errorf("connect to dashboard %s: %w", d.shownURL(), err)
 	}
 	s.dash, s.jobs = d, jobs
+	s.events.know(s.cluster.Name(), d.shownURL())
 	s.note(PhaseDashboard, "reached %s", d.shownURL())
 	return nil
 }
@@ -143,8 +146,8 @@ func (s *state) runtimeEnv() (map[string]any, error) {
 
 // The environment variables that bootstrap Pipes in the driver.
 const (
-	EnvPipesContext  = "DAGSTER_PIPES_CONTEXT"
-	EnvPipesMessages = "DAGSTER_PIPES_MESSAGES"
+	EnvPipesContext  = pipes.EnvContext
+	EnvPipesMessages = pipes.EnvMessages
 )
 
 // bootstrap returns the driver's Pipes environment: the context inline and
@@ -153,43 +156,29 @@ func (s *state) bootstrap() (map[string]string, error) {
 	if s.r.EncodeBootstrap == nil {
 		return nil, nil
 	}
-	payload, err := s.contextPayload()
-	if err != nil {
-		return nil, err
-	}
-	ctxParam, err := s.r.EncodeBootstrap(map[string]any{"data": payload})
+	ctxParam, err := s.r.EncodeBootstrap(s.contextParams())
 	if err != nil {
 		return nil, fmt.Errorf("encode pipes context: %w", err)
 	}
-	msgParam, err := s.r.EncodeBootstrap(map[string]any{"stdio": "stdout"})
+	msgParam, err := s.r.EncodeBootstrap(pipes.StdioMessagesParams("stdout"))
 	if err != nil {
 		return nil, fmt.Errorf("encode pipes messages: %w", err)
 	}
 	return map[string]string{EnvPipesContext: ctxParam, EnvPipesMessages: msgParam}, nil
 }
 
-// contextPayload is Dagster's context as received or, standalone, one of
-// raystep's own with every key Pipes expects.
-func (s *state) contextPayload() (json.RawMessage, error) {
+// contextParams carries Dagster's context as received or, standalone, one
+// of raystep's own with every key Pipes expects.
+func (s *state) contextParams() pipes.Params {
 	if s.step.Dagster.Context != nil {
-		return s.step.Dagster.Context, nil
+		return pipes.Params{"data": s.step.Dagster.Context}
 	}
-	raw, err := json.Marshal(map[string]any{
-		"asset_keys":                s.step.Dagster.AssetKeys,
-		"code_version_by_asset_key": nil,
-		"provenance_by_asset_key":   nil,
-		"partition_key":             nil,
-		"partition_key_range":       nil,
-		"partition_time_window":     nil,
-		"run_id":                    s.runID,
-		"job_name":                  nil,
-		"retry_number":              s.step.Dagster.RetryNumber,
-		"extras":                    map[string]any{},
+	return pipes.ContextDataParams(pipes.ContextData{
+		AssetKeys:   s.step.Dagster.AssetKeys,
+		RunID:       s.runID,
+		RetryNumber: s.step.Dagster.RetryNumber,
+		Extras:      map[string]any{},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("build pipes context: %w", err)
-	}
-	return raw, nil
 }
 
 // jobMetadata labels the Ray job with the step it belongs to.

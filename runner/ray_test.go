@@ -34,10 +34,13 @@ const driver = `import sys, time
 from dagster_pipes import open_dagster_pipes
 
 mode = sys.argv[1]
+MALFORMED = '{"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "epoch 3", "level": "VERBOSE"}}'
 with open_dagster_pipes() as p:
     print("plain line from the driver", flush=True)
     p.log.info("hello from the driver")
     p.report_asset_materialization(metadata={"loss": 0.5, "rows": 10})
+    if mode == "malformed":
+        print(MALFORMED, flush=True)
     if mode == "fail":
         raise ValueError("boom")
     if mode == "sleep":
@@ -204,6 +207,31 @@ func TestRealRaySucceedsThenAttaches(t *testing.T) {
 	}
 	if !res2.Attached || res2.ID != res.ID || res2.Job.JobID != res.Job.JobID {
 		t.Errorf("second result %+v, want it attached to %s (%s)", res2, res.ID, res.Job.JobID)
+	}
+}
+
+// malformedLine is what the driver prints in mode "malformed": a Pipes log
+// message with a level Dagster does not know.
+const malformedLine = `{"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "epoch 3", "level": "VERBOSE"}}`
+
+// TestRealRayKeepsMalformedLine: a driver line that looks like a Pipes
+// message but is not a valid one is not lost: it reaches stdout as it was
+// printed, and Dagster is warned that it was passed through as text.
+func TestRealRayKeepsMalformedLine(t *testing.T) {
+	rs := newRealStep(t, "malformed", uniqueRunID(t))
+	if _, err := runWithin(t, context.Background(), rs); err != nil {
+		t.Fatalf("Run: %v\nstdout:\n%s", err, rs.stdout)
+	}
+	if out := rs.stdout.String(); !strings.Contains(out, "\n"+malformedLine+"\n") {
+		t.Errorf("stdout lacks the malformed line %s:\n%s", malformedLine, out)
+	}
+	const warning = `raystep run: driver output: passed an invalid Pipes message through as text: invalid dagster pipes message: log: level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got "VERBOSE"`
+	var found bool
+	for _, l := range rs.read(t)["log"] {
+		found = found || l["message"] == warning && l["level"] == "WARNING"
+	}
+	if !found {
+		t.Errorf("Dagster was not warned %q: %v", warning, rs.read(t)["log"])
 	}
 }
 

@@ -1,99 +1,56 @@
 package runner
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
-// relay sorts the job's log lines: Pipes messages the driver wrote go to
-// onMessage, anything else to out unchanged. Lines are handled one at a
-// time, so memory stays flat however long the log; Jobs.Tail delivers each
-// line once, reconnections included.
-type relay struct {
-	out       io.Writer
-	onMessage func(Message)
-	onInvalid func(line string, err error)
-	outErr    error // first failure to write out
-}
-
-// line handles one log line (without its newline).
-func (r *relay) line(l string) {
-	m, ok, err := parseMessage(l)
-	switch {
-	case err != nil:
-		r.onInvalid(l, err)
-	case ok:
-		r.onMessage(m)
-	default:
-		if _, err := io.WriteString(r.out, l+"\n"); err != nil && r.outErr == nil {
-			r.outErr = err
-		}
+// newRelay sorts the job's log lines with package pipes: the driver's Pipes
+// messages go to driverMessage, anything else to Stdout unchanged, and a
+// line that looks like a Pipes message but is not a valid one is passed
+// through as text with a warning, so no line is ever lost.
+func (s *state) newRelay() *pipes.Relay {
+	return &pipes.Relay{
+		Out:       s.r.Stdout,
+		OnMessage: s.driverMessage,
+		OnWarning: func(w string) { s.warn(PhaseRun, "driver output: %s", strings.TrimPrefix(w, "pipes relay: ")) },
 	}
 }
 
-// pipesVersionKey marks a JSON line as a Pipes message.
-const pipesVersionKey = "__dagster_pipes_version"
-
-// parseMessage recognises a Pipes message the way a log-reading Dagster
-// does: a JSON object with a "__dagster_pipes_version" key. ok is false for
-// any other line; err is set for a Pipes message without a usable method or
-// params.
-func parseMessage(line string) (m Message, ok bool, err error) {
-	b := bytes.TrimSpace([]byte(line))
-	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(pipesVersionKey)) {
-		return Message{}, false, nil
+// line relays one log line (without its newline). Lines are handled one at
+// a time, so memory stays flat however long the log; Jobs.Tail delivers
+// each line once, reconnections included.
+func (s *state) line(l string) {
+	b := make([]byte, 0, len(l)+1)
+	if _, err := s.relay.Write(append(append(b, l...), '\n')); err != nil && s.outErr == nil {
+		s.outErr = err
 	}
-	var env map[string]json.RawMessage
-	if json.Unmarshal(b, &env) != nil {
-		return Message{}, false, nil
-	}
-	if _, has := env[pipesVersionKey]; !has {
-		return Message{}, false, nil
-	}
-	if err := json.Unmarshal(env["method"], &m.Method); err != nil || m.Method == "" {
-		return Message{}, true, errors.New(`pipes message without a "method" string`)
-	}
-	m.Params = env["params"]
-	if p := bytes.TrimSpace(m.Params); len(p) == 0 || p[0] != '{' && !bytes.Equal(p, []byte("null")) {
-		return Message{}, true, fmt.Errorf("pipes %s message: params must be an object or null", m.Method)
-	}
-	return m, true, nil
 }
-
-// The Pipes methods the runner treats specially.
-const (
-	methodOpened          = "opened"
-	methodClosed          = "closed"
-	methodLog             = "log"
-	methodMaterialization = "report_asset_materialization"
-	methodCheck           = "report_asset_check"
-	methodCustom          = "report_custom_message"
-	methodExternalStream  = "log_external_stream"
-)
 
 // driverMessage handles one Pipes message from the driver: its opened and
 // closed belong to the driver's session, not raystep's; materializations
 // are held to be merged with raystep's metadata; the rest goes on.
-func (s *state) driverMessage(m Message) {
+func (s *state) driverMessage(m *pipes.Message) error {
 	switch m.Method {
-	case methodOpened:
-	case methodClosed:
+	case pipes.MethodOpened:
+	case pipes.MethodClosed:
 		s.driverClosed(m)
-	case methodMaterialization:
+	case pipes.MethodReportMaterialize:
 		if err := s.hold(m); err != nil {
-			s.warn(PhaseRun, "dropped a materialization from the driver: %v", err)
+			s.passThrough(m, fmt.Sprintf("passed a materialization from the driver through as text: %v", err))
 		}
 	default:
 		s.forward(m)
 	}
+	return nil
 }
 
 // driverClosed keeps the exception the driver closed its session with.
-func (s *state) driverClosed(m Message) {
+func (s *state) driverClosed(m *pipes.Message) {
 	var p struct {
 		Exception *Exception `json:"exception"`
 	}
@@ -116,7 +73,8 @@ func fillStacks(e *Exception, depth int) {
 }
 
 // forward passes a driver message to Dagster or, standalone, to a person.
-func (s *state) forward(m Message) {
+// A message Dagster's session refuses is passed through as text.
+func (s *state) forward(m *pipes.Message) {
 	if s.r.Session == nil {
 		s.render(m)
 		return
@@ -124,15 +82,20 @@ func (s *state) forward(m Message) {
 	err := s.r.Session.Send(m)
 	switch {
 	case errors.Is(err, ErrInvalidMessage):
-		s.warn(PhaseRun, "dropped an invalid %s message from the driver: %v", m.Method, err)
+		s.passThrough(m, fmt.Sprintf("passed a %s message from the driver through as text: %v", m.Method, err))
 	case err != nil && s.sendErr == nil:
 		s.sendErr = fmt.Errorf("forward %s to dagster: %w", m.Method, err)
 	}
 }
 
-// invalidLine reports a Pipes message that cannot be passed on.
-func (s *state) invalidLine(line string, err error) {
-	s.warn(PhaseRun, "dropped a malformed message from the driver (%v): %s", err, truncate(line, 200))
+// passThrough writes a driver message that cannot be passed on to Stdout
+// as the line it came as, and warns why.
+func (s *state) passThrough(m *pipes.Message, why string) {
+	s.warn(PhaseRun, "%s", why)
+	line := append(append([]byte(nil), m.Line()...), '\n')
+	if _, err := s.r.Stdout.Write(line); err != nil && s.outErr == nil {
+		s.outErr = fmt.Errorf("relay plain output: %w", err)
+	}
 }
 
 // truncate shortens s to at most n bytes, marking the cut.

@@ -1,29 +1,22 @@
 package runner
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"strconv"
+	"slices"
 	"time"
-)
 
-// materialization is the params of a report_asset_materialization message.
-type materialization struct {
-	AssetKey    string                     `json:"asset_key"`
-	DataVersion *string                    `json:"data_version"`
-	Metadata    map[string]json.RawMessage `json:"metadata"`
-}
+	"github.com/raystep/raystep/dagster_integration/pipes"
+)
 
 // hold keeps a driver's materialization until the end, merging repeated
 // reports for one asset (later metadata keys and data version win).
-func (s *state) hold(m Message) error {
-	var p materialization
-	if err := json.Unmarshal(m.Params, &p); err != nil {
-		return fmt.Errorf("params: %w", err)
+func (s *state) hold(m *pipes.Message) error {
+	p, err := m.Materialization()
+	if err != nil {
+		return err
 	}
 	if p.AssetKey == "" {
 		return errors.New(`params: no "asset_key"`)
@@ -31,14 +24,14 @@ func (s *state) hold(m Message) error {
 	for _, h := range s.held {
 		if h.AssetKey == p.AssetKey {
 			maps.Copy(h.Metadata, p.Metadata)
-			if p.DataVersion != nil {
+			if p.DataVersion != "" {
 				h.DataVersion = p.DataVersion
 			}
 			return nil
 		}
 	}
 	if p.Metadata == nil {
-		p.Metadata = map[string]json.RawMessage{}
+		p.Metadata = pipes.Metadata{}
 	}
 	s.held = append(s.held, &p)
 	return nil
@@ -55,79 +48,82 @@ func (s *state) report(stepErr error) {
 	mats := s.held
 	if len(mats) == 0 && stepErr == nil {
 		for _, key := range s.step.Dagster.AssetKeys {
-			mats = append(mats, &materialization{AssetKey: key})
+			mats = append(mats, &pipes.Materialization{AssetKey: key})
 		}
 	}
 	ours := s.metadata()
 	for _, mat := range mats {
 		merged := maps.Clone(mat.Metadata)
 		if merged == nil {
-			merged = map[string]json.RawMessage{}
+			merged = pipes.Metadata{}
 		}
 		maps.Copy(merged, ours)
-		s.sendMaterialization(materialization{AssetKey: mat.AssetKey, DataVersion: mat.DataVersion, Metadata: merged}, ours)
+		s.sendMaterialization(pipes.Materialization{AssetKey: mat.AssetKey, DataVersion: mat.DataVersion, Metadata: merged}, ours)
 	}
 }
 
 // sendMaterialization sends mat; if the session refuses it (the driver's
 // metadata was invalid), it sends raystep's own metadata alone instead.
-func (s *state) sendMaterialization(mat materialization, ours map[string]json.RawMessage) {
+func (s *state) sendMaterialization(mat pipes.Materialization, ours pipes.Metadata) {
 	if s.r.Session == nil {
 		s.renderMaterialization(mat)
 		return
 	}
-	raw, err := json.Marshal(mat)
-	if err == nil {
-		err = s.r.Session.Send(Message{Method: methodMaterialization, Params: raw})
-	}
+	err := s.sendMat(mat)
 	if errors.Is(err, ErrInvalidMessage) {
 		s.warn(PhaseReport, "the driver's materialization of %s was invalid (%v): reporting raystep's metadata alone", mat.AssetKey, err)
 		mat.Metadata = ours
-		raw, err = json.Marshal(mat)
-		if err == nil {
-			err = s.r.Session.Send(Message{Method: methodMaterialization, Params: raw})
-		}
+		err = s.sendMat(mat)
 	}
 	if err != nil && s.sendErr == nil {
 		s.sendErr = fmt.Errorf("report materialization of %s: %w", mat.AssetKey, err)
 	}
 }
 
+// sendMat builds mat's message and sends it.
+func (s *state) sendMat(mat pipes.Materialization) error {
+	m, err := pipes.MaterializationMessage(mat)
+	if err != nil {
+		return err
+	}
+	return s.r.Session.Send(m)
+}
+
 // metadata is raystep's own metadata, every key prefixed "raystep/".
-func (s *state) metadata() map[string]json.RawMessage {
-	m := map[string]json.RawMessage{}
-	put := func(key, typ string, v any) { m["raystep/"+key] = metaValue(typ, v) }
-	put("submission_id", "text", s.id)
+func (s *state) metadata() pipes.Metadata {
+	m := pipes.Metadata{}
+	put := func(key string, v pipes.MetadataValue) { m["raystep/"+key] = v }
+	put("submission_id", pipes.Text(s.id))
 	if s.info.JobID != "" {
-		put("ray_job_id", "text", s.info.JobID)
+		put("ray_job_id", pipes.Text(s.info.JobID))
 	}
 	if u := s.dash.shownURL(); u != "" {
-		put("dashboard_url", "url", u)
+		put("dashboard_url", pipes.URL(u))
 	}
-	put("backend", "text", s.r.Backend.Name())
+	put("backend", pipes.Text(s.r.Backend.Name()))
 	if s.cluster != nil {
-		put("cluster", "text", s.cluster.Name())
+		put("cluster", pipes.Text(s.cluster.Name()))
 	}
 	if s.step.Shape != "" {
-		put("cluster_shape", "text", s.step.Shape)
+		put("cluster_shape", pipes.Text(s.step.Shape))
 	}
-	put("spec", "text", s.step.Name)
+	put("spec", pipes.Text(s.step.Name))
 	if s.step.Kind != "" {
-		put("kind", "text", s.step.Kind)
+		put("kind", pipes.Text(s.step.Kind))
 	}
 	if s.info.Status != "" {
-		put("status", "text", string(s.info.Status))
+		put("status", pipes.Text(string(s.info.Status)))
 	}
-	put("attached", "bool", s.attached)
+	put("attached", pipes.Bool(s.attached))
 	if s.step.GPUType != "" {
-		put("gpu_type", "text", s.step.GPUType)
+		put("gpu_type", pipes.Text(s.step.GPUType))
 	}
-	put("gpu_count", "int", s.step.GPUCount)
-	put("gpu_hours", "float", floatValue(round(float64(s.step.GPUCount)*s.jobTime().Hours(), 1e6)))
+	put("gpu_count", pipes.Int(int64(s.step.GPUCount)))
+	put("gpu_hours", pipes.Float(round(float64(s.step.GPUCount)*s.jobTime().Hours(), 1e6)))
 	for _, pt := range s.durations {
-		put("duration_"+string(pt.phase)+"_s", "float", seconds(pt.d))
+		put("duration_"+string(pt.phase)+"_s", seconds(pt.d))
 	}
-	put("duration_total_s", "float", seconds(s.clock.Now().Sub(s.start)))
+	put("duration_total_s", seconds(s.clock.Now().Sub(s.start)))
 	return m
 }
 
@@ -140,63 +136,35 @@ func (s *state) jobTime() time.Duration {
 	return s.duration(PhaseRun)
 }
 
-// metaValue encodes one Pipes metadata value.
-func metaValue(typ string, v any) json.RawMessage {
-	raw, err := json.Marshal(struct {
-		RawValue any    `json:"raw_value"`
-		Type     string `json:"type"`
-	}{v, typ})
-	if err != nil { // only plain values are passed in
-		panic(fmt.Sprintf("runner: encode metadata value: %v", err))
-	}
-	return raw
-}
-
-// seconds is d in seconds, to the millisecond, as a float that stays one.
-func seconds(d time.Duration) floatValue {
-	return floatValue(round(d.Seconds(), 1e3))
+// seconds is d in seconds, to the millisecond, as float metadata (which
+// pipes.Float writes with its decimal point: Dagster reads 2.0 as a float).
+func seconds(d time.Duration) pipes.MetadataValue {
+	return pipes.Float(round(d.Seconds(), 1e3))
 }
 
 // round rounds f to 1/scale.
 func round(f, scale float64) float64 { return math.Round(f*scale) / scale }
 
-// floatValue encodes as a JSON number that keeps its decimal point, so
-// Dagster reads float metadata as a float (encoding/json writes 2.0 as 2).
-type floatValue float64
-
-// MarshalJSON writes f with at least one decimal; NaN and infinities,
-// which JSON cannot carry, become null.
-func (f floatValue) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return []byte("null"), nil
-	}
-	b := strconv.AppendFloat(nil, v, 'f', -1, 64)
-	if !bytes.ContainsRune(b, '.') {
-		b = append(b, ".0"...)
-	}
-	return b, nil
-}
-
-// close sends "closed" (with the exception when the step failed) and, for
-// a person, the step's last line.
+// close sends "closed" (with the exception when the step failed) and tells
+// the step's end: done or failed, for a person.
 func (s *state) close(stepErr error) error {
-	if s.r.Progress != nil {
-		total := s.clock.Now().Sub(s.start).Seconds()
-		if stepErr == nil {
-			s.progress("done", fmt.Sprintf("job %s %s in %.1fs", s.id, s.info.Status, total))
-		} else {
-			s.progress("failed", stepErr.Error())
-		}
+	total := s.clock.Now().Sub(s.start).Seconds()
+	if stepErr == nil {
+		s.emit(Event{Phase: PhaseReport, Kind: KindDone, Message: fmt.Sprintf("job %s %s in %.1fs", s.id, s.info.Status, total)})
+	} else {
+		s.emit(Event{Phase: PhaseReport, Kind: KindFailed, Message: stepErr.Error()})
 	}
 	if s.r.Session == nil {
 		return nil
 	}
 	if stepErr != nil { // shown in the run's event log, beside the exception
-		s.send(methodLog, map[string]any{"message": "raystep failed: " + stepErr.Error(), "level": "ERROR"})
+		s.sendLog(pipes.LevelError, "raystep failed: "+stepErr.Error())
 	}
 	if err := s.r.Session.Close(exceptionFor(stepErr)); err != nil {
 		return &InfraError{Phase: PhaseReport, Err: fmt.Errorf("close pipes session: %w", err)}
 	}
 	return nil
 }
+
+// sortedKeys returns the metadata's keys in order.
+func sortedKeys(m pipes.Metadata) []string { return slices.Sorted(maps.Keys(m)) }

@@ -4,7 +4,9 @@
 // already did), relay the job's log (plain lines to stdout, the driver's
 // Pipes messages to Dagster), report raystep's own metadata on the
 // materialization, and tear the cluster down on every path, cancellation
-// and deadlines included.
+// and deadlines included. Everything the step has to tell is one stream of
+// Events (the backend's notices too), which the caller renders for a
+// person and which Dagster gets as log messages.
 //
 // The package declares the small interfaces it consumes (Backend, Cluster,
 // Jobs, Session, Clock) and takes a plain Step; it leaves reading the spec,
@@ -42,9 +44,14 @@ type Runner struct {
 	Session Session
 	// Stdout receives the job's plain log lines; nil discards them.
 	Stdout io.Writer
-	// Progress receives human-readable phase lines with elapsed time (and,
-	// standalone, the driver's messages rendered for a person); nil for none.
-	Progress io.Writer
+	// Stderr receives, standalone, the text the driver sent for its stderr
+	// stream (log_external_stream); nil discards it.
+	Stderr io.Writer
+	// Events receives every event of the step: the runner's notes and
+	// warnings, the backend's (see ClusterRequest.Events), the step's end
+	// and, standalone, the driver's reports. Nil for none. Under Dagster the
+	// notes and warnings also go to Session as log messages.
+	Events Sink
 	// EncodeBootstrap encodes a Pipes bootstrap parameter (zlib, base64);
 	// nil means the driver gets no Pipes bootstrap.
 	EncodeBootstrap func(v any) (string, error)
@@ -102,6 +109,10 @@ func (r *Runner) Run(ctx context.Context, step Step) (Result, error) {
 
 // lifecycle runs the phases up to the job's end; finish does the rest.
 func (s *state) lifecycle(ctx context.Context) error {
+	s.events.enter(PhaseProvision)
+	for _, n := range s.step.Notices {
+		s.warn(PhaseProvision, "%s", n)
+	}
 	s.note(PhaseProvision, "step %s (%s) on %s", s.id, s.step.Kind, s.r.Backend.Name())
 	pctx, stop := s.bound(ctx, s.step.ProvisionTimeout, deadline("timeouts.provision", s.step.ProvisionTimeout))
 	err := s.phase(pctx, PhaseProvision, s.provision)
@@ -128,6 +139,7 @@ func (s *state) lifecycle(ctx context.Context) error {
 
 // phase runs fn as phase p, records its duration and classifies its error.
 func (s *state) phase(ctx context.Context, p Phase, fn func(context.Context) error) error {
+	s.events.enter(p)
 	start := s.clock.Now()
 	err := fn(ctx)
 	s.record(p, s.clock.Now().Sub(start))
@@ -169,6 +181,9 @@ func (r *Runner) withDefaults() (*Runner, error) {
 	}
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
 	}
 	if c.TeardownTimeout <= 0 {
 		c.TeardownTimeout = DefaultTeardownTimeout

@@ -31,7 +31,7 @@ func TestRunStandalone(t *testing.T) {
 			h := newHarness(t)
 			var progress bytes.Buffer
 			h.runner.Session = nil
-			h.runner.Progress = &progress
+			h.runner.Events = textSink(&progress)
 			h.runner.NewRunID = func() string { return "standalone-0123456789abcdef" }
 			h.backend.name = "local"
 			h.cluster.name = "127.0.0.1:6379"

@@ -2,12 +2,14 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
-// state is one step in progress. Only Run's goroutine touches it.
+// state is one step in progress. Only Run's goroutine touches it, but
+// for events, which the backend shares and which locks itself.
 type state struct {
 	r     *Runner
 	clock Clock
@@ -38,10 +40,13 @@ type state struct {
 	dashDown bool
 	warnedAt time.Duration
 
-	relay     *relay
-	held      []*materialization // the driver's, merged per asset key
-	driverExc *Exception         // from the driver's own "closed"
-	sendErr   error              // first failure to write to the session
+	events    *stream                  // every event of the step goes through it
+	dagster   *dagsterLog              // tells Dagster the notes and warnings; nil standalone
+	relay     *pipes.Relay             // sorts the job's log lines
+	outErr    error                    // first failure to write the job's log
+	held      []*pipes.Materialization // the driver's, merged per asset key
+	driverExc *Exception               // from the driver's own "closed"
+	sendErr   error                    // first failure to write to the session
 }
 
 type phaseTime struct {
@@ -73,7 +78,15 @@ func (r *Runner) newState(step Step) (*state, error) {
 		id:    StepID(step.Name, runID, step.Dagster.Key(), step.Dagster.RetryNumber),
 		start: r.Clock.Now(),
 	}
-	s.relay = &relay{out: r.Stdout, onMessage: s.driverMessage, onInvalid: s.invalidLine}
+	s.events = &stream{clock: r.Clock, start: s.start, id: s.id}
+	if r.Events != nil {
+		s.events.sinks = append(s.events.sinks, r.Events)
+	}
+	if r.Session != nil {
+		s.dagster = &dagsterLog{sess: r.Session}
+		s.events.sinks = append(s.events.sinks, s.dagster)
+	}
+	s.relay = s.newRelay()
 	return s, nil
 }
 
@@ -100,44 +113,35 @@ func (s *state) duration(p Phase) time.Duration {
 
 // note tells people and Dagster what the step is doing.
 func (s *state) note(p Phase, format string, args ...any) {
-	s.say(p, "INFO", fmt.Sprintf(format, args...))
+	s.emit(Event{Phase: p, Kind: KindNote, Message: fmt.Sprintf(format, args...)})
 }
 
 // warn reports a problem that does not end the step.
 func (s *state) warn(p Phase, format string, args ...any) {
-	s.say(p, "WARNING", fmt.Sprintf(format, args...))
+	s.emit(Event{Phase: p, Kind: KindWarning, Message: fmt.Sprintf(format, args...)})
 }
 
-// say writes a phase line to Progress and a log message to the session.
-func (s *state) say(p Phase, level, text string) {
-	if s.r.Progress != nil {
-		tag := string(p)
-		if level == "WARNING" {
-			tag += " !"
-		}
-		s.progress(tag, text)
-	}
-	if s.r.Session != nil {
-		s.send("log", map[string]any{"message": fmt.Sprintf("raystep %s: %s", p, text), "level": level})
-	}
-}
+// emit tells every consumer of the step's events about e.
+func (s *state) emit(e Event) { s.events.Event(e) }
 
-// progress writes one human line with the elapsed time.
-func (s *state) progress(tag, text string) {
-	elapsed := s.clock.Now().Sub(s.start).Seconds()
-	fmt.Fprintf(s.r.Progress, "[%7.1fs] %-10s %s\n", elapsed, tag, text)
-}
-
-// send writes raystep's own message to the session. The first failure is
-// kept: the step then fails, since Dagster missed something.
-func (s *state) send(method string, params any) {
-	raw, err := json.Marshal(params)
+// sendLog writes raystep's own log message to the session. The first
+// failure is kept: the step then fails, since Dagster missed something.
+func (s *state) sendLog(level pipes.Level, text string) {
+	m, err := pipes.LogMessage(level, text)
 	if err == nil {
-		err = s.r.Session.Send(Message{Method: method, Params: raw})
+		err = s.r.Session.Send(m)
 	}
 	if err != nil && s.sendErr == nil {
-		s.sendErr = fmt.Errorf("send %s to dagster: %w", method, err)
+		s.sendErr = fmt.Errorf("send log to dagster: %w", err)
 	}
+}
+
+// sendFailure is the first message Dagster could not be sent, nil if none.
+func (s *state) sendFailure() error {
+	if s.sendErr != nil || s.dagster == nil {
+		return s.sendErr
+	}
+	return s.dagster.failure()
 }
 
 // result summarises the step for the caller.

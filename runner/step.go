@@ -45,6 +45,10 @@ type Step struct {
 	Shape string
 	// Dagster is the Pipes invocation; zero when standalone.
 	Dagster Dagster
+	// Notices are choices made for the user while the step was resolved
+	// (a teardown policy that does not apply, say); the runner tells them
+	// as warnings when the step starts.
+	Notices []string
 }
 
 // Resources reserve capacity for the Ray driver.

@@ -17,11 +17,12 @@ const teardownGrace = 5 * time.Second
 // not reach, bounded by TeardownTimeout.
 func (s *state) finish(ctx context.Context, err error) error {
 	s.finished = true
-	if s.relay.outErr != nil {
-		s.warn(PhaseRun, "could not write the job's log: %v", s.relay.outErr)
+	if s.outErr != nil {
+		s.warn(PhaseRun, "could not write the job's log: %v", s.outErr)
 	}
 	tctx, cancel := s.teardownContext(ctx)
 	defer cancel()
+	s.events.enter(PhaseTeardown)
 	start := s.clock.Now()
 	terr := s.stopJob(tctx)
 	terr = errors.Join(terr, s.teardownCluster(tctx, err))
@@ -29,9 +30,10 @@ func (s *state) finish(ctx context.Context, err error) error {
 	if terr != nil {
 		err = errors.Join(err, &InfraError{Phase: PhaseTeardown, Err: terr})
 	}
+	s.events.enter(PhaseReport)
 	s.report(err)
-	if err == nil && s.sendErr != nil {
-		err = &InfraError{Phase: PhaseReport, Err: s.sendErr}
+	if serr := s.sendFailure(); err == nil && serr != nil {
+		err = &InfraError{Phase: PhaseReport, Err: serr}
 	}
 	if cerr := s.close(err); err == nil {
 		err = cerr

@@ -5,8 +5,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
 )
 
 func TestStepID(t *testing.T) {
@@ -46,16 +49,19 @@ func TestStepID(t *testing.T) {
 	}
 }
 
+// TestFloatValue: float metadata keeps its decimal point (Dagster reads
+// 2.0 as a float, 2 as an int). The encoder is pipes.Float, which writes
+// floats as Python's json module does: 1e21 is 1e+21, as json.dumps says.
 func TestFloatValue(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in   float64
 		want string
 	}{
-		{2, "2.0"}, {0, "0.0"}, {0.125, "0.125"}, {-3, "-3.0"}, {1e21, "1000000000000000000000.0"}, {3600.5, "3600.5"},
+		{2, "2.0"}, {0, "0.0"}, {0.125, "0.125"}, {-3, "-3.0"}, {1e21, "1e+21"}, {3600.5, "3600.5"},
 	}
 	for _, tt := range tests {
-		got, err := json.Marshal(map[string]floatValue{"v": floatValue(tt.in)})
+		got, err := json.Marshal(map[string]json.RawMessage{"v": pipes.Float(tt.in).Raw})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,40 +69,8 @@ func TestFloatValue(t *testing.T) {
 			t.Errorf("%v (-want +got):\n%s", tt.in, diff)
 		}
 	}
-}
-
-func TestParseMessage(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		line    string
-		want    Message
-		wantOK  bool
-		wantErr bool
-	}{
-		{"plain", "epoch 1", Message{}, false, false},
-		{"json without version", `{"method": "log"}`, Message{}, false, false},
-		{"broken json", `{"__dagster_pipes_version": "0.1", `, Message{}, false, false},
-		{"worker prefix", `(pid=12) {"__dagster_pipes_version": "0.1", "method": "log", "params": {}}`, Message{}, false, false},
-		{"message", ` {"__dagster_pipes_version": "0.1", "method": "log", "params": {"message": "m"}} `,
-			Message{Method: "log", Params: json.RawMessage(`{"message": "m"}`)}, true, false},
-		{"null params", `{"__dagster_pipes_version": "0.1", "method": "closed", "params": null}`,
-			Message{Method: "closed", Params: json.RawMessage(`null`)}, true, false},
-		{"method not a string", `{"__dagster_pipes_version": "0.1", "method": 1, "params": {}}`, Message{}, true, true},
-		{"params a list", `{"__dagster_pipes_version": "0.1", "method": "log", "params": []}`, Message{}, true, true},
-		{"params missing", `{"__dagster_pipes_version": "0.1", "method": "log"}`, Message{}, true, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok, err := parseMessage(tt.line)
-			if ok != tt.wantOK || (err != nil) != tt.wantErr {
-				t.Fatalf("parseMessage = ok %v, err %v; want ok %v, error %v", ok, err, tt.wantOK, tt.wantErr)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("message (-want +got):\n%s", diff)
-			}
-		})
+	if diff := cmp.Diff("3.0", string(seconds(3*time.Second).Raw)); diff != "" {
+		t.Errorf("seconds(3s) (-want +got):\n%s", diff)
 	}
 }
 

@@ -23,7 +23,7 @@ const (
 // when the dashboard stops answering and when it answers again. The job's
 // own end is read from its status, not the stream.
 func (s *state) wait(ctx context.Context) error {
-	err := s.jobs.Tail(ctx, s.id, s.relay.line, s.outage)
+	err := s.jobs.Tail(ctx, s.id, s.line, s.outage)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}

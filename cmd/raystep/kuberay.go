@@ -72,9 +72,9 @@ func (a *app) kube(what string) (*kuberay.Clients, *kubeConfig, error) {
 	return clients, &kc, nil
 }
 
-// kuberayBackend builds the KubeRay backend for one spec. warn tells the
-// user (in Dagster, as a Pipes warning) about what the cluster reports.
-func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn func(string)) (runner.Backend, error) {
+// kuberayBackend builds the KubeRay backend for one spec. What the cluster
+// reports reaches the user as the step's events (runner.ClusterRequest).
+func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile) (runner.Backend, error) {
 	clients, kc, err := a.kube("run --backend kuberay")
 	if err != nil {
 		return nil, err
@@ -84,7 +84,6 @@ func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn 
 		headers.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	ns := kuberay.ResolveNamespace("", spec.Metadata.Namespace, clients.Namespace)
-	log := a.log.Named("kuberay")
 	return &kuberay.Backend{
 		Kube: clients.Kube, Ray: clients.Ray, Config: clients.Config,
 		Spec: spec, Profile: profile, Namespace: ns,
@@ -94,12 +93,5 @@ func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile, warn 
 		},
 		UnschedulableGrace: kc.UnschedulableGrace,
 		HeartbeatInterval:  kc.HeartbeatInterval,
-		Notify: func(level, msg string) {
-			if level == "WARNING" {
-				warn(msg)
-				return
-			}
-			log.Info(msg)
-		},
 	}, nil
 }

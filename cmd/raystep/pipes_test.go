@@ -11,7 +11,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
-	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/test/raytest"
 )
 
 // lostReader is a stdout whose Dagster reader went away after reading the
@@ -81,31 +81,55 @@ func TestRunSaysDagsterWasNotTold(t *testing.T) {
 	}
 }
 
-// TestNoticeDagsterMissed sends a notice through a session whose reader is
-// gone: the notice reaches stderr instead, and the failure makes a
-// successful step an infrastructure failure.
+// refusingReader is a stdout whose Dagster reader fails the lines that
+// contain refuse, and takes every other line.
+type refusingReader struct {
+	refuse string
+	mu     sync.Mutex
+	b      bytes.Buffer
+}
+
+var errNoticeLost = errors.New("write /dev/stdout: resource temporarily unavailable")
+
+func (w *refusingReader) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.refuse)) {
+		return 0, errNoticeLost
+	}
+	return w.b.Write(p)
+}
+
+func (w *refusingReader) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestNoticeDagsterMissed runs a step that succeeds on a private head with
+// a teardown policy that does not apply there, under a Dagster whose
+// reader fails only the notice saying so: the notice is one of the step's
+// warning events, and missing it makes the successful step an
+// infrastructure failure (exit 3) that stderr names.
 func TestNoticeDagsterMissed(t *testing.T) {
-	t.Parallel()
 	env := lostSessionEnv(t)
-	sess, err := pipes.Open(pipes.Options{LookupEnv: envconfig.MapLookuper(env).Lookup, Stdout: &lostReader{}, Stderr: &bytes.Buffer{}})
-	if err != nil {
-		t.Fatal(err)
+	env["RAYSTEP_RAY_BIN"] = raytest.RayBin(t)
+	stdout := &refusingReader{refuse: "keeps nothing with a private local head"}
+	var stderr syncBuffer
+	a := &app{stdin: strings.NewReader(""), stdout: stdout, stderr: &stderr, lookup: envconfig.MapLookuper(env)}
+	code := a.main(context.Background(), []string{"run", "-f", train,
+		"--set", "spec.teardown=on_success", "--set", "spec.entrypoint=python -c pass"})
+	if code != exitInfrastructure {
+		t.Errorf("exit %d, want %d\nstderr:\n%s", code, exitInfrastructure, stderr.String())
 	}
-	var stderr bytes.Buffer
-	log, err := newLogger("info", &stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &notices{sess: sess, log: log}
-	n.send("teardown changed")
-	if got, want := stderr.String(), "WARN\tteardown changed\n"; got != want {
+	want := "raystep: report: send log to dagster: write pipes message: " + errNoticeLost.Error() + "\n"
+	if got := stderr.String(); got != want {
 		t.Errorf("stderr = %q, want %q", got, want)
 	}
-	err = n.failure()
-	if !errors.Is(err, runner.ErrInfrastructure) || !errors.Is(err, errReaderGone) {
-		t.Errorf("failure() = %v, want an infrastructure error wrapping %v", err, errReaderGone)
-	}
-	if code := exitCode(context.Background(), err); code != exitInfrastructure {
-		t.Errorf("exit code %d, want %d", code, exitInfrastructure)
+	out := stdout.String()
+	for _, s := range []string{`"raystep provision: step `, `"raystep run: job `, `"method": "closed"`} {
+		if !strings.Contains(out, s) {
+			t.Errorf("Dagster was not told %s:\n%s", s, out)
+		}
 	}
 }

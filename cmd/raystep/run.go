@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
@@ -96,11 +94,12 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
 	}
-	notices := &notices{sess: sess, log: a.log}
-	step, backend, err := a.prepare(cmd, o, sess, notices.send)
+	var notices []string // told by the runner, as warnings, when the step starts
+	step, backend, err := a.prepare(cmd, o, sess, func(msg string) { notices = append(notices, msg) })
 	if err != nil {
 		return a.closeSession(sess, err)
 	}
+	step.Notices = append(step.Notices, notices...)
 	r := &runner.Runner{
 		Backend:         backend,
 		Connect:         a.connector().Connect,
@@ -112,17 +111,15 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if sess.Active() {
 		r.Session, r.Stdout = adapters.Session{Pipes: sess}, sess.Stdout()
 	} else {
-		if _, err := a.eventSink(a.stderr); err != nil {
+		sink, err := a.eventSink(a.stderr)
+		if err != nil {
 			return a.closeSession(sess, err)
 		}
-		r.Progress = a.stderr // plain text until the runner emits its events to eventSink
+		r.Events, r.Stderr = sink, a.stderr
 	}
 	_, err = r.Run(ctx, step)
-	if err == nil {
-		err = notices.failure()
-	}
 	err = a.closeSession(sess, err) // Run closed it already; this covers Run refusing the step
-	if err != nil && r.Progress != nil {
+	if err != nil && r.Events != nil {
 		err = &shownError{err} // Run's last progress line said it
 	}
 	return err
@@ -148,8 +145,8 @@ func (o runOptions) pipesArgs() []string {
 }
 
 // prepare loads the profile and spec and builds the step and its backend,
-// which tells the user about choices made for them through notice;
-// nothing is started.
+// which tells the user about choices made for them through notice (called
+// while the backend is built, never later); nothing is started.
 func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, notice func(string)) (runner.Step, runner.Backend, error) {
 	profile, err := a.profile(cmd)
 	if err != nil {
@@ -205,42 +202,6 @@ func (a *app) closeSession(sess *pipes.Session, err error) error {
 	}
 	a.report(perr)
 	return err
-}
-
-// notices tells the user about choices made for them and warnings from the
-// cluster: Dagster as WARNING log messages, a person on stderr. A notice
-// Dagster could not be sent is printed on stderr instead and remembered,
-// so that it fails a step that otherwise succeeded.
-type notices struct {
-	sess *pipes.Session
-	log  *zap.Logger
-	mu   sync.Mutex
-	err  error // the first notice Dagster could not be sent
-}
-
-// send delivers one notice; backends may call it from any goroutine.
-func (n *notices) send(msg string) {
-	if !n.sess.Active() {
-		n.log.Warn(msg)
-		return
-	}
-	err := n.sess.Log(pipes.LevelWarning, "raystep: "+msg)
-	if err == nil {
-		return
-	}
-	n.log.Warn(msg)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.err == nil {
-		n.err = &runner.InfraError{Phase: runner.PhaseReport, Err: fmt.Errorf("send a notice to dagster: %w", err)}
-	}
-}
-
-// failure is the first notice Dagster could not be sent, nil if none.
-func (n *notices) failure() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
 }
 
 // exceptionName names errors raised before the runner ran.

@@ -80,7 +80,7 @@ func (a *app) newBackend(name string, spec *schemas.Spec, profile *schemas.Profi
 	case "local":
 		return a.localBackend(step, notice)
 	case "kuberay":
-		return a.kuberayBackend(spec, profile, notice)
+		return a.kuberayBackend(spec, profile)
 	default:
 		return nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", name)}
 	}

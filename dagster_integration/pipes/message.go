@@ -337,6 +337,15 @@ func MaterializationMessage(mat Materialization) (*Message, error) {
 	return NewMessage(MethodReportMaterialize, p)
 }
 
+// LogMessage builds a log message at level.
+func LogMessage(level Level, message string) (*Message, error) {
+	l, err := ParseLevel(string(level))
+	if err != nil {
+		return nil, err
+	}
+	return NewMessage(MethodLog, map[string]any{"message": message, "level": l})
+}
+
 // AssetCheckMessage builds a report_asset_check message. The asset key must
 // be set.
 func AssetCheckMessage(c AssetCheck) (*Message, error) {

@@ -60,6 +60,21 @@ func TestParsePythonMessages(t *testing.T) {
 	}
 }
 
+func TestLogMessage(t *testing.T) {
+	t.Parallel()
+	m, err := LogMessage("warn", "disk almost full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"__dagster_pipes_version": "0.1", "method": "log", "params": {"level":"WARNING","message":"disk almost full"}}`
+	if diff := cmp.Diff(want, string(m.Line())); diff != "" {
+		t.Errorf("line (-want +got):\n%s", diff)
+	}
+	if _, err := LogMessage("LOUD", "x"); !errors.Is(err, ErrInvalidMessage) {
+		t.Errorf("LogMessage(LOUD) error %v, want ErrInvalidMessage", err)
+	}
+}
+
 func TestParseMessage(t *testing.T) {
 	t.Parallel()
 	const v = `"__dagster_pipes_version": "0.1", `
@@ -90,6 +105,9 @@ func TestParseMessage(t *testing.T) {
 		{name: "check passed string", line: `{` + v + `"method": "report_asset_check", "params": {"asset_key": "a", "check_name": "c", "passed": "yes", "severity": "WARN", "metadata": null}}`, wantOK: true, wantErr: true},
 		{name: "stream bad", line: `{` + v + `"method": "log_external_stream", "params": {"stream": "tty", "text": "t"}}`, wantOK: true, wantErr: true},
 		{name: "custom", line: `  {` + v + `"method": "report_custom_message", "params": {"payload": null}}` + "\r", wantOK: true},
+		{name: "worker prefix", line: `(pid=12) {` + v + `"method": "log", "params": {"message": "m"}}`},
+		{name: "method not a string", line: `{` + v + `"method": 1, "params": {}}`, wantOK: true, wantErr: true},
+		{name: "params a list", line: `{` + v + `"method": "log", "params": []}`, wantOK: true, wantErr: true},
 		{name: "version not string", line: `{"__dagster_pipes_version": 1, "method": "log", "params": {"message": "m"}}`, wantOK: true, wantErr: true},
 	}
 	for _, tt := range tests {

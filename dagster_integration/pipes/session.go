@@ -124,13 +124,13 @@ func (s *Session) write(m *Message) error {
 
 // Log sends a log line at level.
 func (s *Session) Log(level Level, message string) error {
-	l, err := ParseLevel(string(level))
+	m, err := LogMessage(level, message)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.send(MethodLog, map[string]any{"message": message, "level": l})
+	return s.write(m)
 }
 
 // ReportAssetMaterialization reports that an asset was materialized. An

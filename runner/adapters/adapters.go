@@ -135,18 +135,9 @@ type Session struct {
 
 var _ runner.Session = Session{}
 
-// Send validates and writes one message; a refused message wraps
-// runner.ErrInvalidMessage.
-func (s Session) Send(m runner.Message) error {
-	pm, err := pipes.NewMessage(pipes.Method(m.Method), m.Params)
-	if err == nil {
-		err = s.Pipes.Forward(pm)
-	}
-	if errors.Is(err, pipes.ErrInvalidMessage) {
-		return fmt.Errorf("%w: %w", runner.ErrInvalidMessage, err)
-	}
-	return err
-}
+// Send writes one message; a refused message wraps pipes.ErrInvalidMessage
+// (which is runner.ErrInvalidMessage).
+func (s Session) Send(m *pipes.Message) error { return s.Pipes.Forward(m) }
 
 // Close sends "closed", with exc when the step failed.
 func (s Session) Close(exc *runner.Exception) error { return s.Pipes.Close(Exception(exc)) }

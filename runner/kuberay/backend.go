@@ -24,8 +24,27 @@ const FieldManager = "raystep"
 // Notify receives what the backend wants people to know while it works:
 // warnings from the API server, warning events about the step's RayJob,
 // RayCluster and pods, a re-attach. level is "INFO" or "WARNING". It may
-// be called from several goroutines.
+// be called from several goroutines. A step's notices go to its events
+// (runner.ClusterRequest.Events): see notifyEvents.
 type Notify func(level, msg string)
+
+// notifyEvents tells events each notice, as a KindNote or KindWarning
+// event that the runner stamps with the step's phase, then calls also
+// when it is set.
+func notifyEvents(events runner.Sink, also Notify) Notify {
+	return func(level, msg string) {
+		kind := runner.KindNote
+		if level == "WARNING" {
+			kind = runner.KindWarning
+		}
+		if events != nil {
+			events.Event(runner.Event{Kind: kind, Message: msg})
+		}
+		if also != nil {
+			also(level, msg)
+		}
+	}
+}
 
 func (n Notify) warn(msg string) {
 	if n != nil {
@@ -80,7 +99,8 @@ type Backend struct {
 	// step fails; zero fails at once. Set it where a cluster autoscaler
 	// adds nodes on demand.
 	UnschedulableGrace time.Duration
-	// Notify receives warnings and notes; nil drops them.
+	// Notify, if set, also receives each notice (tests watch them there);
+	// the step's events get them in any case.
 	Notify Notify
 	// Clock is the source of time: the Unschedulable grace is measured on
 	// it and the heartbeat's renewTime read from it; nil means
@@ -111,6 +131,7 @@ func (b *Backend) Name() string { return "kuberay" }
 // carries on with it, then starts watching it. It does not wait for the
 // cluster: see Cluster.Ready.
 func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (runner.Cluster, error) {
+	b = b.forStep(req.Events)
 	job, err := b.rayJob(req)
 	if err != nil {
 		return nil, err
@@ -194,6 +215,13 @@ func sameStep(got, want *rayv1.RayJob) error {
 func certainlyNotCreated(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err)
+}
+
+// forStep returns a copy of b whose notices go to the step's events.
+func (b *Backend) forStep(events runner.Sink) *Backend {
+	c := *b
+	c.Notify = notifyEvents(events, b.Notify)
+	return &c
 }
 
 func (b *Backend) clock() runner.Clock {

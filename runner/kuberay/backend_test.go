@@ -307,3 +307,48 @@ func (f *fakes) notedLocked(s string) bool {
 	}
 	return false
 }
+
+// TestNoticesAreStepEvents: what the backend tells people goes to the
+// step's events (the runner stamps the phase), notes as KindNote.
+func TestNoticesAreStepEvents(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	var mu sync.Mutex
+	var got []runner.Event
+	req := request(0)
+	req.Events = runner.SinkFunc(func(e runner.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, e)
+	})
+	f.provision(t, req)
+	f.provision(t, req)
+	mu.Lock()
+	defer mu.Unlock()
+	var reattach []runner.Event
+	for _, e := range got {
+		if strings.Contains(e.Message, "re-attaching") {
+			reattach = append(reattach, e)
+		}
+	}
+	if len(reattach) != 1 || reattach[0].Kind != runner.KindNote || reattach[0].Phase != "" ||
+		!strings.HasPrefix(reattach[0].Message, "RayJob "+testNS+"/"+req.ID+" exists (created ") {
+		t.Errorf("events %+v, want one re-attach note left for the runner to stamp", got)
+	}
+}
+
+func TestNotifyEventsKinds(t *testing.T) {
+	t.Parallel()
+	var got []runner.Event
+	var also []string
+	n := notifyEvents(runner.SinkFunc(func(e runner.Event) { got = append(got, e) }), func(level, msg string) { also = append(also, level+" "+msg) })
+	n.warn("pod head-0: FailedScheduling")
+	n.info("heartbeat renewed")
+	want := []runner.Event{{Kind: runner.KindWarning, Message: "pod head-0: FailedScheduling"}, {Kind: runner.KindNote, Message: "heartbeat renewed"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"WARNING pod head-0: FailedScheduling", "INFO heartbeat renewed"}, also); diff != "" {
+		t.Errorf("Notify (-want +got):\n%s", diff)
+	}
+}

@@ -162,7 +162,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // newRunner returns a runner over b with progress in the test log.
 func newRunner(t *testing.T, b runner.Backend) *runner.Runner {
-	return &runner.Runner{Backend: b, Connect: adapters.Connect, Stdout: logWriter{t}, Progress: logWriter{t},
+	return &runner.Runner{Backend: b, Connect: adapters.Connect, Stdout: logWriter{t}, Events: runner.SinkFunc(func(e runner.Event) { t.Logf("%s %s: %s", e.Phase, e.Kind, e.Message) }),
 		TeardownTimeout: 2 * time.Minute, PollInterval: 200 * time.Millisecond}
 }
 
