@@ -27,13 +27,13 @@ func (c *calls) list() []string {
 
 type fakeBackend struct {
 	name      string
-	provision func(ctx context.Context, req ClusterRequest) (Cluster, error)
+	provision func(ctx context.Context, req Step) (Cluster, error)
 }
 
 var _ Backend = (*fakeBackend)(nil)
 
 func (b *fakeBackend) Name() string { return b.name }
-func (b *fakeBackend) Provision(ctx context.Context, req ClusterRequest) (Cluster, error) {
+func (b *fakeBackend) Provision(ctx context.Context, req Step) (Cluster, error) {
 	return b.provision(ctx, req)
 }
 

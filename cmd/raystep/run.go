@@ -140,8 +140,8 @@ func (o runOptions) pipesArgs() []string {
 	return args
 }
 
-// prepare loads the profile and spec and builds the step and its backend,
-// which tells the user about choices made for them through notice;
+// prepare loads the profile and spec and builds the resolved step and its
+// backend, telling the user about choices made for them through notice;
 // nothing is started.
 func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, notice func(string)) (runner.Step, runner.Backend, error) {
 	profile, err := a.profile(cmd)
@@ -155,18 +155,11 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, not
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	if ns := firstNonEmpty(o.namespace, a.cfg.Namespace); ns != "" {
-		spec.Metadata.Namespace = ns
-	}
 	step, err := stepFromSpec(spec, sess)
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step, notice)
-	if err != nil {
-		return runner.Step{}, nil, err
-	}
-	return step, backend, nil
+	return a.newBackend(o, spec, profile, step, notice)
 }
 
 // closeSession closes the Pipes session, with err as the exception after

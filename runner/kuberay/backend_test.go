@@ -127,18 +127,16 @@ func (f *fakes) allNotes() []string {
 	return slices.Clone(f.notes)
 }
 
-// request is a step attempt of the train example.
-func request(retry int) runner.ClusterRequest {
-	step := runner.Step{Name: "ads-ranking-train", Dagster: runner.Dagster{
+// request is a resolved step attempt of the train example in testNS.
+func request(retry int) runner.Step {
+	return runner.Resolve(runner.Step{Name: "ads-ranking-train", Namespace: testNS, Dagster: runner.Dagster{
 		RunID: "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11", StepKey: "ads_ranking_model", RetryNumber: retry,
-		AssetKeys: []string{"ads/ranking_model"}}}
-	id := runner.StepID(step.Name, step.Dagster.RunID, step.Dagster.Key(), retry)
-	return runner.ClusterRequest{ID: id, RunID: step.Dagster.RunID, Step: step}
+		AssetKeys: []string{"ads/ranking_model"}}}, nil)
 }
 
 // provision provisions and waits until the RayJob watch has listed, so
 // changes the test makes next are seen.
-func (f *fakes) provision(t *testing.T, req runner.ClusterRequest) *Cluster {
+func (f *fakes) provision(t *testing.T, req runner.Step) *Cluster {
 	t.Helper()
 	cl, err := f.b.Provision(t.Context(), req)
 	if err != nil {
@@ -202,7 +200,7 @@ func TestProvisionCreatesTheRenderedRayJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := Build(f.b.Spec, f.b.Profile, Options{DagsterRunID: req.RunID, StepKey: "ads_ranking_model", RetryNumber: 1, AssetKey: "ads/ranking_model"})
+	want, err := Build(f.b.Spec, f.b.Profile, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (b *Backend) Existing() bool { return b.Address != "" || b.DashboardURL != 
 
 // Provision starts a private head (ready when Provision returns) or
 // describes the existing cluster.
-func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runner.Cluster, error) {
+func (b *Backend) Provision(ctx context.Context, _ runner.Step) (runner.Cluster, error) {
 	log := b.Logger
 	if log == nil {
 		log = zap.NewNop()
