@@ -124,11 +124,11 @@ func spec(t *testing.T, set ...string) *schemas.Spec {
 // (backend sets it).
 func step(s *schemas.Spec, runID string) runner.Step {
 	return runner.Step{
-		Namespace: s.Metadata.Namespace,
 		Name: s.Metadata.Name, Kind: string(s.Spec.Kind), Entrypoint: s.Spec.Entrypoint, RuntimeEnv: s.Spec.RuntimeEnv,
 		ProvisionTimeout: s.Spec.Timeouts.Provision, RunTimeout: s.Spec.Timeouts.Run,
-		Teardown: runner.TeardownPolicy(s.Spec.Teardown),
-		Dagster:  runner.Dagster{RunID: runID, StepKey: "train", AssetKeys: []string{"e2e/model"}},
+		Teardown:  runner.TeardownPolicy(s.Spec.Teardown),
+		Dagster:   runner.Dagster{RunID: runID, StepKey: "train", AssetKeys: []string{"e2e/model"}},
+		Namespace: s.Metadata.Namespace,
 	}
 }
 
