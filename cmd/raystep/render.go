@@ -64,7 +64,8 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if o.assetKey != "" {
 		o.identity.AssetKeys = []string{o.assetKey}
 	}
-	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace, Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace})
+	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
+		Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace})
 	job, err := kuberay.Build(spec, profile, previewStep(spec, ns, o.identity))
 	if err != nil {
 		return err

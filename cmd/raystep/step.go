@@ -111,7 +111,8 @@ func resolveStep(step runner.Step, p placement, notice func(string)) runner.Step
 // made up: a standalone run's id is random, so no preview can know it.
 func previewStep(spec *schemas.Spec, ns string, d runner.Dagster) runner.Step {
 	name := spec.Metadata.Name
-	return runner.Step{ID: runner.StepID(name, d.RunID, d.StepKey, d.RetryNumber), Name: name, RunID: d.RunID, Namespace: ns, Dagster: d}
+	id := runner.StepID(name, d.RunID, d.StepKey, d.RetryNumber)
+	return runner.Step{ID: id, Name: name, RunID: d.RunID, Namespace: ns, Dagster: d}
 }
 
 // newBackend builds the backend named by --backend or RAYSTEP_BACKEND for
