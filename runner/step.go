@@ -73,8 +73,9 @@ type Resources struct {
 
 // Dagster identifies the Dagster step that runs raystep.
 type Dagster struct {
-	// RunID is the Dagster run id; empty when standalone, in which case the
-	// runner makes up a unique one (a standalone run never re-attaches).
+	// RunID is the Dagster run id; empty when standalone, in which case
+	// Resolve makes up a unique one as Step.RunID (a standalone run never
+	// re-attaches).
 	RunID string
 	// StepKey tells steps of one run apart; empty means the asset keys
 	// joined with ",".
