@@ -31,7 +31,7 @@ var _ runner.Backend = (*borrowed)(nil)
 
 func (b *borrowed) Name() string { return "local" }
 
-func (b *borrowed) Provision(ctx context.Context, req runner.ClusterRequest) (runner.Cluster, error) {
+func (b *borrowed) Provision(ctx context.Context, _ runner.Step, _ runner.Sink) (runner.Cluster, error) {
 	return borrowedCluster{b}, nil
 }
 

@@ -12,36 +12,25 @@ import (
 // Backend provisions the Ray cluster a step runs on. The local backend
 // starts a private Ray head (or borrows RAY_ADDRESS); the KubeRay backend
 // creates a RayJob. A backend is built by the caller for one spec, so it
-// already knows the cluster shape; the runner only hands it the step's
-// identity.
+// already knows the cluster's shape; the step it is handed says which
+// attempt the cluster is for and where it goes.
 type Backend interface {
 	// Name is the backend's name as reported in metadata: "local" or "kuberay".
 	Name() string
-	// Provision creates the cluster, or finds the one a previous attempt of
-	// the same step created (same req.ID), without waiting for it to be
-	// ready. It returns a nil Cluster only when nothing was created; a
-	// non-nil Cluster is always torn down, even when err is not nil.
-	Provision(ctx context.Context, req ClusterRequest) (Cluster, error)
-}
-
-// ClusterRequest is what the runner asks a Backend for.
-type ClusterRequest struct {
-	// ID is the step attempt's deterministic identity (see StepID): a
-	// DNS-1035 label of at most 47 characters, fit to name a RayJob. The
-	// Ray submission id is the same string.
-	ID string
-	// RunID is the Dagster run id, or the one made up for a standalone run.
-	RunID string
-	// Step is the step being run, for labels and annotations
-	// (Step.Dagster.Key() names the step within the run).
-	Step Step
-	// Events is the step's event stream, for what the backend wants people
-	// to know while the cluster lives (warning events about its pods, a
-	// re-attach): emit KindNote or KindWarning events with Phase left
-	// empty, and the runner stamps them with the step's phase and time and
-	// tells the console and Dagster. It is safe for concurrent use and never
-	// nil.
-	Events Sink
+	// Provision creates the cluster for the resolved step (see Resolve), or
+	// finds the one a previous attempt of the same step created (same
+	// step.ID), without waiting for it to be ready. The step is a copy the
+	// backend only reads: its ID names the cluster (a DNS-1035 label of at
+	// most 47 characters), its RunID, Dagster.StepKey, Dagster.RetryNumber
+	// and Dagster.AssetKeys label it, its Namespace places it. events is the
+	// step's event stream, for what the backend wants people to know while
+	// the cluster lives (warning events about its pods, a re-attach): emit
+	// KindNote or KindWarning events with Phase left empty, and the runner
+	// stamps them with the step's phase and time and tells the console and
+	// Dagster; it is safe for concurrent use and never nil. Provision
+	// returns a nil Cluster only when nothing was created; a non-nil Cluster
+	// is always torn down, even when err is not nil.
+	Provision(ctx context.Context, step Step, events Sink) (Cluster, error)
 }
 
 // Cluster is one provisioned Ray cluster.

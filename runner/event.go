@@ -75,3 +75,6 @@ type SinkFunc func(Event)
 
 // Event calls f(e).
 func (f SinkFunc) Event(e Event) { f(e) }
+
+// Discard is a Sink that drops every event.
+var Discard Sink = SinkFunc(func(Event) {})

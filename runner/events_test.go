@@ -152,14 +152,14 @@ func TestBackendWarningReachesConsoleAndDagster(t *testing.T) {
 	h := newHarness(t)
 	var console strings.Builder
 	h.runner.Events = textSink(&console)
-	h.backend.provision = func(ctx context.Context, req ClusterRequest) (Cluster, error) {
+	h.backend.provision = func(ctx context.Context, _ Step) (Cluster, error) {
 		h.clock.Advance(10 * one)
 		ready := h.cluster.ready
 		h.cluster.ready = func(ctx context.Context) error {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				req.Events.Event(Event{Kind: KindWarning, Message: "pod head-0: FailedScheduling: 0/3 nodes are available"})
+				h.backend.events.Event(Event{Kind: KindWarning, Message: "pod head-0: FailedScheduling: 0/3 nodes are available"})
 			}()
 			<-done
 			return ready(ctx)

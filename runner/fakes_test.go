@@ -29,13 +29,16 @@ func (c *calls) list() []string {
 
 type fakeBackend struct {
 	name      string
-	provision func(ctx context.Context, req ClusterRequest) (Cluster, error)
+	provision func(ctx context.Context, req Step) (Cluster, error)
+	// events is the sink the runner handed Provision.
+	events Sink
 }
 
 var _ Backend = (*fakeBackend)(nil)
 
 func (b *fakeBackend) Name() string { return b.name }
-func (b *fakeBackend) Provision(ctx context.Context, req ClusterRequest) (Cluster, error) {
+func (b *fakeBackend) Provision(ctx context.Context, req Step, events Sink) (Cluster, error) {
+	b.events = events
 	return b.provision(ctx, req)
 }
 

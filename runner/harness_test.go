@@ -79,7 +79,7 @@ func newHarness(t *testing.T) *harness {
 			return nil
 		},
 	}
-	h.backend = &fakeBackend{name: "kuberay", provision: func(ctx context.Context, req ClusterRequest) (Cluster, error) {
+	h.backend = &fakeBackend{name: "kuberay", provision: func(ctx context.Context, req Step) (Cluster, error) {
 		h.calls.add("provision %s", req.ID)
 		h.clock.Advance(10 * one)
 		return h.cluster, nil

@@ -54,7 +54,7 @@ func TestRunFailures(t *testing.T) {
 		{
 			name: "provisioning refused after creating something",
 			setup: func(h *harness) {
-				h.backend.provision = func(ctx context.Context, req ClusterRequest) (Cluster, error) {
+				h.backend.provision = func(ctx context.Context, req Step) (Cluster, error) {
 					h.calls.add("provision")
 					return h.cluster, errors.New(`rayjobs.ray.io "x" is forbidden`)
 				}
@@ -66,7 +66,7 @@ func TestRunFailures(t *testing.T) {
 		{
 			name: "provisioning refused before creating anything",
 			setup: func(h *harness) {
-				h.backend.provision = func(ctx context.Context, req ClusterRequest) (Cluster, error) {
+				h.backend.provision = func(ctx context.Context, req Step) (Cluster, error) {
 					h.calls.add("provision")
 					return nil, errors.New("no kubeconfig")
 				}

@@ -13,7 +13,7 @@ import (
 // provision creates (or finds) the cluster and waits until it is ready.
 // Infrastructure failures the cluster reports from then on cancel the step.
 func (s *state) provision(ctx context.Context) error {
-	cl, err := s.r.Backend.Provision(ctx, ClusterRequest{ID: s.id, RunID: s.runID, Step: s.step, Events: s.events})
+	cl, err := s.r.Backend.Provision(ctx, s.step, s.events)
 	if cl != nil {
 		s.cluster = cl
 		s.events.know(cl.Name(), "")

@@ -67,7 +67,8 @@ type Runner struct {
 	StopTimeout time.Duration
 	// PollInterval spaces status polls.
 	PollInterval time.Duration
-	// NewRunID makes the run id of a standalone step; nil means random.
+	// NewRunID makes the run id of a standalone step that reaches Run
+	// unresolved (see Resolve); nil means random.
 	NewRunID func() string
 }
 

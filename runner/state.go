@@ -54,7 +54,7 @@ type phaseTime struct {
 	d     time.Duration
 }
 
-// newState prepares a step: defaults, identity, relay.
+// newState prepares a step: defaults, its resolved identity, relay.
 func (r *Runner) newState(step Step) (*state, error) {
 	r, err := r.withDefaults()
 	if err != nil {
@@ -63,19 +63,13 @@ func (r *Runner) newState(step Step) (*state, error) {
 	if step.Entrypoint == "" {
 		return nil, fmt.Errorf("runner: step %q has no entrypoint", step.Name)
 	}
-	runID := step.Dagster.RunID
-	if runID == "" {
-		runID = r.NewRunID()
-	}
-	if len(step.Dagster.AssetKeys) == 0 && step.Dagster.Context == nil {
-		step.Dagster.AssetKeys = []string{step.Name}
-	}
+	step = Resolve(step, r.NewRunID) // a resolved step is only read
 	s := &state{
 		r:     r,
 		clock: r.Clock,
 		step:  step,
-		runID: runID,
-		id:    StepID(step.Name, runID, step.Dagster.Key(), step.Dagster.RetryNumber),
+		runID: step.RunID,
+		id:    step.ID,
 		start: r.Clock.Now(),
 	}
 	s.events = &stream{clock: r.Clock, start: s.start, id: s.id}

@@ -12,8 +12,20 @@ import (
 
 // Step is what the runner runs: the validated job spec reduced to what the
 // lifecycle needs, plus the Dagster invocation. The caller converts the
-// spec into a Step; the runner never reads the spec itself.
+// spec into a Step and resolves it once (see Resolve) before any backend
+// exists; from then on the runner and the backends only read it, and a
+// backend is handed a copy. The runner never reads the spec itself.
 type Step struct {
+	// ID is the step attempt's identity (see StepID): the Ray submission id,
+	// and the name of its cluster where the backend names one (a RayJob).
+	// Resolve sets it; a Step with an ID is resolved.
+	ID string
+	// RunID is the run the step belongs to: Dagster's run id, or the one
+	// Resolve made up for a standalone step (which never re-attaches).
+	RunID string
+	// Namespace is the Kubernetes namespace of the step's cluster; empty on
+	// backends without namespaces (local). The caller resolves it.
+	Namespace string
 	// Name is the spec's metadata.name.
 	Name string
 	// Kind is the spec's kind: train, eval or batch_inference.
@@ -36,12 +48,14 @@ type Step struct {
 	ProvisionTimeout time.Duration
 	// RunTimeout bounds the job from upload to its end; zero means no bound.
 	RunTimeout time.Duration
-	// Teardown says when the cluster is deleted.
+	// Teardown says when the cluster is deleted: the spec's policy, or the
+	// one the caller's resolution forces on its backend.
 	Teardown TeardownPolicy
 	// GPUType and GPUCount describe the cluster's GPUs for reporting.
 	GPUType  string
 	GPUCount int
-	// Shape describes the cluster for reporting, e.g. "head 2 CPU + 4 gpu".
+	// Shape describes the cluster for reporting, e.g. "head 2 CPU + 4 gpu",
+	// or the machine's cluster on the local backend.
 	Shape string
 	// Dagster is the Pipes invocation; zero when standalone.
 	Dagster Dagster
@@ -63,8 +77,9 @@ type Resources struct {
 
 // Dagster identifies the Dagster step that runs raystep.
 type Dagster struct {
-	// RunID is the Dagster run id; empty when standalone, in which case the
-	// runner makes up a unique one (a standalone run never re-attaches).
+	// RunID is the Dagster run id; empty when standalone, in which case
+	// Resolve makes up a unique one as Step.RunID (a standalone run never
+	// re-attaches).
 	RunID string
 	// StepKey tells steps of one run apart; empty means the asset keys
 	// joined with ",".
@@ -130,6 +145,34 @@ const (
 	PhaseTeardown  Phase = "teardown"
 	PhaseReport    Phase = "report"
 )
+
+// Resolve returns step with the identity of its attempt filled in: RunID
+// (Dagster's run id, else one from newRunID, random when nil), the asset
+// keys of a step with neither asset keys nor a Pipes context (its name),
+// the step key (Dagster.Key()) and ID, StepID of them. It is the one place
+// a step's identity is computed: the caller resolves before it builds the
+// backend, and Run resolves only a step that comes without an ID. A step
+// whose ID is set is returned unchanged.
+func Resolve(step Step, newRunID func() string) Step {
+	if step.ID != "" {
+		return step
+	}
+	if step.RunID == "" {
+		step.RunID = step.Dagster.RunID
+	}
+	if step.RunID == "" {
+		if newRunID == nil {
+			newRunID = randomRunID
+		}
+		step.RunID = newRunID()
+	}
+	if len(step.Dagster.AssetKeys) == 0 && step.Dagster.Context == nil {
+		step.Dagster.AssetKeys = []string{step.Name}
+	}
+	step.Dagster.StepKey = step.Dagster.Key()
+	step.ID = StepID(step.Name, step.RunID, step.Dagster.StepKey, step.Dagster.RetryNumber)
+	return step
+}
 
 // maxNameInID keeps StepID within KubeRay's 47-character RayJob names:
 // "raystep-" + name + "-" + 12 hex digits.

@@ -72,26 +72,23 @@ func (a *app) kube(what string) (*kuberay.Clients, *kubeConfig, error) {
 	return clients, &kc, nil
 }
 
-// kuberayBackend builds the KubeRay backend for one spec. What the cluster
-// reports reaches the user as the step's events (runner.ClusterRequest).
-func (a *app) kuberayBackend(spec *schemas.Spec, profile *schemas.Profile) (runner.Backend, error) {
-	clients, kc, err := a.kube("run --backend kuberay")
-	if err != nil {
-		return nil, err
-	}
+// kuberayBackend builds the KubeRay backend on clients for one spec's
+// cluster; the step's name and namespace come from the resolved step at
+// Provision, and what the cluster reports reaches the user as the step's
+// events.
+func (a *app) kuberayBackend(clients *kuberay.Clients, kc *kubeConfig, spec *schemas.Spec, profile *schemas.Profile) runner.Backend {
 	headers := http.Header{}
 	for k, v := range kc.DashboardHeaders {
 		headers.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	ns := kuberay.ResolveNamespace("", spec.Metadata.Namespace, clients.Namespace)
 	return &kuberay.Backend{
 		Kube: clients.Kube, Ray: clients.Ray, Config: clients.Config,
-		Spec: spec, Profile: profile, Namespace: ns,
+		Spec: spec, Profile: profile,
 		Dashboard: kuberay.DashboardOptions{
 			URL: a.cfg.DashboardURL, Token: a.cfg.DashboardToken, CAFile: kc.DashboardCAFile, Headers: headers,
 			InCluster: kc.ServiceHost != "" && kc.InCluster,
 		},
 		UnschedulableGrace: kc.UnschedulableGrace,
 		HeartbeatInterval:  kc.HeartbeatInterval,
-	}, nil
+	}
 }

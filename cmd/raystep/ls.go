@@ -73,7 +73,7 @@ func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay
 		if err != nil {
 			return nil, "", nil, err
 		}
-		ns = kuberay.ResolveNamespace(firstNonEmpty(flag, a.cfg.Namespace), profile.Spec.Namespace, clients.Namespace)
+		ns = kuberay.ResolveNamespace(kuberay.Namespaces{Flag: flag, Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
 	}
 	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
 	return clients, ns, jobs, err

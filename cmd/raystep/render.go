@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
@@ -14,7 +15,8 @@ import (
 type renderOptions struct {
 	file, output, namespace string
 	set                     []string
-	identity                kuberay.Options
+	identity                runner.Dagster
+	assetKey                string
 }
 
 func (a *app) renderCommand() *cobra.Command {
@@ -36,10 +38,10 @@ Dagster flags preview the name and labels a given step attempt gets.`,
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
-	f.StringVar(&o.identity.DagsterRunID, "dagster-run-id", "", "Dagster run id the RayJob belongs to")
+	f.StringVar(&o.identity.RunID, "dagster-run-id", "", "Dagster run id the RayJob belongs to")
 	f.StringVar(&o.identity.StepKey, "step-key", "", "Dagster step key")
 	f.IntVar(&o.identity.RetryNumber, "retry-number", 0, "Dagster retry number")
-	f.StringVar(&o.identity.AssetKey, "asset-key", "", "Dagster asset key (parts joined with /)")
+	f.StringVar(&o.assetKey, "asset-key", "", "Dagster asset key (parts joined with /)")
 	return cmd
 }
 
@@ -58,10 +60,12 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	if ns := firstNonEmpty(o.namespace, a.cfg.Namespace); ns != "" {
-		spec.Metadata.Namespace = ns
+	if o.assetKey != "" {
+		o.identity.AssetKeys = []string{o.assetKey}
 	}
-	job, err := kuberay.Build(spec, profile, o.identity)
+	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
+		Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace})
+	job, err := kuberay.Build(spec, profile, previewStep(spec, ns, o.identity))
 	if err != nil {
 		return err
 	}

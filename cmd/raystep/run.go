@@ -94,12 +94,10 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
 	}
-	var notices []string // told by the runner, as warnings, when the step starts
-	step, backend, err := a.prepare(cmd, o, sess, func(msg string) { notices = append(notices, msg) })
+	step, backend, err := a.prepare(cmd, o, sess)
 	if err != nil {
 		return a.closeSession(sess, err)
 	}
-	step.Notices = append(step.Notices, notices...)
 	r := &runner.Runner{
 		Backend:         backend,
 		Connect:         a.connector().Connect,
@@ -144,10 +142,10 @@ func (o runOptions) pipesArgs() []string {
 	return args
 }
 
-// prepare loads the profile and spec and builds the step and its backend,
-// which tells the user about choices made for them through notice (called
-// while the backend is built, never later); nothing is started.
-func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, notice func(string)) (runner.Step, runner.Backend, error) {
+// prepare loads the profile and spec and builds the resolved step and its
+// backend (choices made for the user are notices on the step); nothing is
+// started.
+func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, runner.Backend, error) {
 	profile, err := a.profile(cmd)
 	if err != nil {
 		return runner.Step{}, nil, err
@@ -159,18 +157,11 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session, not
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	if ns := firstNonEmpty(o.namespace, a.cfg.Namespace); ns != "" {
-		spec.Metadata.Namespace = ns
-	}
 	step, err := stepFromSpec(spec, sess)
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	backend, err := a.newBackend(firstNonEmpty(o.backend, a.cfg.Backend), spec, profile, &step, notice)
-	if err != nil {
-		return runner.Step{}, nil, err
-	}
-	return step, backend, nil
+	return a.newBackend(o, spec, profile, step)
 }
 
 // closeSession closes the Pipes session, with err as the exception after

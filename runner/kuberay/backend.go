@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -87,12 +86,12 @@ type Backend struct {
 	// Config is the REST config behind Kube, used for port-forwards; nil
 	// disables them.
 	Config *rest.Config
-	// Spec and Profile describe the cluster.
+	// Spec and Profile describe the cluster: its pods, resources, runtime
+	// env and deadlines. What the RayJob is for (name, labels) and where it
+	// goes (namespace) come from the step Provision is handed, never from
+	// them.
 	Spec    *schemas.Spec
 	Profile *schemas.Profile
-	// Namespace is where the RayJob goes; empty means the spec's (which is
-	// the profile's when the spec has none). See ResolveNamespace.
-	Namespace string
 	// Dashboard says how to reach the dashboard.
 	Dashboard DashboardOptions
 	// UnschedulableGrace is how long a pod may stay Unschedulable before the
@@ -126,13 +125,14 @@ var _ runner.Backend = (*Backend)(nil)
 // Name returns "kuberay".
 func (b *Backend) Name() string { return "kuberay" }
 
-// Provision creates the step's RayJob, or finds the one a previous attempt
-// of the same step created (same req.ID, checked by its labels) and
-// carries on with it, then starts watching it. It does not wait for the
+// Provision creates the step's RayJob, named step.ID in step.Namespace, or
+// finds the one a previous attempt of the same step created (same step.ID,
+// checked by its labels) and carries on with it, then starts watching it;
+// what it and the cluster report goes to events. It does not wait for the
 // cluster: see Cluster.Ready.
-func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (runner.Cluster, error) {
-	b = b.forStep(req.Events)
-	job, err := b.rayJob(req)
+func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner.Sink) (runner.Cluster, error) {
+	b = b.forStep(events)
+	job, err := b.rayJob(step)
 	if err != nil {
 		return nil, err
 	}
@@ -166,28 +166,18 @@ func (b *Backend) Provision(ctx context.Context, req runner.ClusterRequest) (run
 	return c, nil
 }
 
-// rayJob builds the RayJob for req, named req.ID.
-func (b *Backend) rayJob(req runner.ClusterRequest) (*rayv1.RayJob, error) {
+// rayJob builds the RayJob for the resolved step.
+func (b *Backend) rayJob(step runner.Step) (*rayv1.RayJob, error) {
 	if b.Kube == nil || b.Ray == nil || b.Spec == nil || b.Profile == nil {
 		return nil, fmt.Errorf("kuberay backend: Kube, Ray, Spec and Profile are required")
 	}
-	spec := *b.Spec
-	if b.Namespace != "" {
-		spec.Metadata.Namespace = b.Namespace
+	if step.Namespace == "" {
+		return nil, fmt.Errorf("kuberay backend: no namespace for RayJob %s", step.ID)
 	}
-	if spec.Metadata.Namespace == "" {
-		return nil, fmt.Errorf("kuberay backend: no namespace for RayJob %s", req.ID)
-	}
-	job, err := Build(&spec, b.Profile, Options{
-		DagsterRunID: req.RunID,
-		StepKey:      req.Step.Dagster.Key(),
-		RetryNumber:  req.Step.Dagster.RetryNumber,
-		AssetKey:     strings.Join(req.Step.Dagster.AssetKeys, ","),
-	})
+	job, err := Build(b.Spec, b.Profile, step)
 	if err != nil {
 		return nil, err
 	}
-	job.Name = req.ID
 	if b.Customize != nil {
 		b.Customize(job)
 	}

@@ -32,6 +32,8 @@ type fakes struct {
 	kube *kubefake.Clientset
 	ray  *rayfake.Clientset
 	b    *Backend
+	// events receives the step's events; newFakes discards them.
+	events runner.Sink
 
 	mu       sync.Mutex
 	notes    []string
@@ -127,20 +129,18 @@ func (f *fakes) allNotes() []string {
 	return slices.Clone(f.notes)
 }
 
-// request is a step attempt of the train example.
-func request(retry int) runner.ClusterRequest {
-	step := runner.Step{Name: "ads-ranking-train", Dagster: runner.Dagster{
+// request is a resolved step attempt of the train example in testNS.
+func request(retry int) runner.Step {
+	return runner.Resolve(runner.Step{Name: "ads-ranking-train", Namespace: testNS, Dagster: runner.Dagster{
 		RunID: "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11", StepKey: "ads_ranking_model", RetryNumber: retry,
-		AssetKeys: []string{"ads/ranking_model"}}}
-	id := runner.StepID(step.Name, step.Dagster.RunID, step.Dagster.Key(), retry)
-	return runner.ClusterRequest{ID: id, RunID: step.Dagster.RunID, Step: step}
+		AssetKeys: []string{"ads/ranking_model"}}}, nil)
 }
 
 // provision provisions and waits until the RayJob watch has listed, so
 // changes the test makes next are seen.
-func (f *fakes) provision(t *testing.T, req runner.ClusterRequest) *Cluster {
+func (f *fakes) provision(t *testing.T, req runner.Step) *Cluster {
 	t.Helper()
-	cl, err := f.b.Provision(t.Context(), req)
+	cl, err := f.b.Provision(t.Context(), req, f.sink())
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestProvisionCreatesTheRenderedRayJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := Build(f.b.Spec, f.b.Profile, Options{DagsterRunID: req.RunID, StepKey: "ads_ranking_model", RetryNumber: 1, AssetKey: "ads/ranking_model"})
+	want, err := Build(f.b.Spec, f.b.Profile, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestProvisionRefusesSomeoneElsesRayJob(t *testing.T) {
 	other := &rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: req.ID, Namespace: testNS,
 		Labels: map[string]string{LabelManagedBy: "someone-else"}}}
 	f := newFakes(t, other)
-	cl, err := f.b.Provision(t.Context(), req)
+	cl, err := f.b.Provision(t.Context(), req, f.sink())
 	if cl != nil || err == nil || !strings.Contains(err.Error(), "was not created for this step") {
 		t.Fatalf("Provision = %v, %v; want nil and a refusal", cl, err)
 	}
@@ -257,7 +257,7 @@ func TestProvisionRejectedCreatesNothing(t *testing.T) {
 	f.ray.PrependReactor("create", "rayjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(rayv1.Resource("rayjobs"), "", errors.New(`User "bob" cannot create resource "rayjobs"`))
 	})
-	cl, err := f.b.Provision(t.Context(), request(0))
+	cl, err := f.b.Provision(t.Context(), request(0), f.sink())
 	if cl != nil || !apierrors.IsForbidden(err) {
 		t.Fatalf("Provision = %v, %v; want nil and Forbidden", cl, err)
 	}
@@ -316,7 +316,7 @@ func TestNoticesAreStepEvents(t *testing.T) {
 	var mu sync.Mutex
 	var got []runner.Event
 	req := request(0)
-	req.Events = runner.SinkFunc(func(e runner.Event) {
+	f.events = runner.SinkFunc(func(e runner.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, e)
@@ -351,4 +351,12 @@ func TestNotifyEventsKinds(t *testing.T) {
 	if diff := cmp.Diff([]string{"WARNING pod head-0: FailedScheduling", "INFO heartbeat renewed"}, also); diff != "" {
 		t.Errorf("Notify (-want +got):\n%s", diff)
 	}
+}
+
+// sink is where the fakes' steps tell their events: f.events, or nowhere.
+func (f *fakes) sink() runner.Sink {
+	if f.events != nil {
+		return f.events
+	}
+	return runner.Discard
 }

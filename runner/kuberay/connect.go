@@ -122,11 +122,29 @@ func (w *warnOnce) HandleWarningHeaderWithContext(_ context.Context, code int, _
 	}
 }
 
-// ResolveNamespace picks the namespace of a step's RayJob: the flag, then
-// the spec's (which the profile fills in when the spec has none), then the
-// kubeconfig's.
-func ResolveNamespace(flag, spec, kubeconfig string) string {
-	for _, ns := range []string{flag, spec, kubeconfig} {
+// Namespaces are the places a namespace may come from, in the order
+// ResolveNamespace weighs them; empty ones do not count.
+type Namespaces struct {
+	// Flag is --namespace.
+	Flag string
+	// Env is $RAYSTEP_NAMESPACE.
+	Env string
+	// Spec is the spec's metadata.namespace; empty where a command reads no
+	// spec (ls, gc).
+	Spec string
+	// Profile is the platform profile's namespace.
+	Profile string
+	// Kubeconfig is the kubeconfig context's namespace (Clients.Namespace);
+	// empty where a command does not connect (render).
+	Kubeconfig string
+}
+
+// ResolveNamespace picks the namespace of raystep's clusters: the first of
+// the flag, $RAYSTEP_NAMESPACE, the spec's, the profile's and the
+// kubeconfig's that is set, else "default". It is the one precedence every
+// command that places or looks up a RayJob uses.
+func ResolveNamespace(n Namespaces) string {
+	for _, ns := range []string{n.Flag, n.Env, n.Spec, n.Profile, n.Kubeconfig} {
 		if ns != "" {
 			return ns
 		}

@@ -55,16 +55,26 @@ func TestConnectFollowsKubeconfig(t *testing.T) {
 
 func TestResolveNamespace(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ flag, spec, kube, want string }{
-		{"flag", "spec", "kube", "flag"},
-		{"", "spec", "kube", "spec"},
-		{"", "", "kube", "kube"},
-		{"", "", "", "default"},
+	tests := []struct {
+		name string
+		in   Namespaces
+		want string
+	}{
+		{"flag", Namespaces{Flag: "flag", Spec: "spec", Kubeconfig: "kube"}, "flag"},
+		{"spec", Namespaces{Spec: "spec", Kubeconfig: "kube"}, "spec"},
+		{"kubeconfig", Namespaces{Kubeconfig: "kube"}, "kube"},
+		{"none", Namespaces{}, "default"},
+		{"flag over everything", Namespaces{"flag", "env", "spec", "profile", "kube"}, "flag"},
+		{"env over the spec", Namespaces{Env: "env", Spec: "spec", Profile: "profile", Kubeconfig: "kube"}, "env"},
+		{"spec over the profile", Namespaces{Spec: "spec", Profile: "profile", Kubeconfig: "kube"}, "spec"},
+		{"profile over the kubeconfig", Namespaces{Profile: "profile", Kubeconfig: "kube"}, "profile"},
 	}
 	for _, tt := range tests {
-		if got := ResolveNamespace(tt.flag, tt.spec, tt.kube); got != tt.want {
-			t.Errorf("ResolveNamespace(%q, %q, %q) = %q, want %q", tt.flag, tt.spec, tt.kube, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ResolveNamespace(tt.in); got != tt.want {
+				t.Errorf("ResolveNamespace(%+v) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
 	}
 }
 

@@ -1,10 +1,13 @@
 // Package kuberay is raystep's KubeRay backend: each step's Ray cluster is
 // one ray.io/v1 RayJob in InteractiveMode.
 //
-// Build turns a validated schemas.Spec and the platform profile into the
-// exact RayJob that `raystep render` prints and `raystep run --backend
-// kuberay` creates (labels for owner, kind and the Dagster step; deadlines
-// from spec.timeouts; KubeRay's TTL under every teardown policy).
+// Build turns a validated schemas.Spec and the platform profile (the
+// cluster's description) and a resolved runner.Step (its name, namespace
+// and Dagster identity) into the exact RayJob that `raystep render` prints
+// and `raystep run --backend kuberay` creates (labels for owner, kind and
+// the Dagster step; deadlines from spec.timeouts; KubeRay's TTL under every
+// teardown policy). ResolveNamespace is the one namespace precedence of
+// run, render, ls and gc.
 //
 // Backend implements runner.Backend. Provision creates the RayJob under
 // the step's deterministic name, or re-attaches to the one a killed

@@ -290,7 +290,7 @@ func TestForbiddenWatches(t *testing.T) {
 		t.Parallel()
 		f := newFakes(t)
 		f.ray.PrependReactor("list", "rayjobs", forbid("rayjobs"))
-		cl, err := f.b.Provision(t.Context(), request(0))
+		cl, err := f.b.Provision(t.Context(), request(0), f.sink())
 		if err != nil {
 			t.Fatal(err)
 		}

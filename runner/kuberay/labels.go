@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -24,36 +25,40 @@ func podLabels(spec *schemas.Spec) map[string]string {
 
 // jobLabels layers the profile's labels, the spec's labels and raystep's
 // own (which win).
-func jobLabels(spec *schemas.Spec, profile *schemas.Profile, opts Options) map[string]string {
+func jobLabels(spec *schemas.Spec, profile *schemas.Profile, step runner.Step) map[string]string {
 	l := map[string]string{}
 	maps.Copy(l, profile.Spec.Labels)
 	maps.Copy(l, spec.Metadata.Labels)
 	maps.Copy(l, podLabels(spec))
-	if opts.DagsterRunID != "" {
-		l[LabelRunID] = LabelValue(opts.DagsterRunID)
-		l[LabelRetry] = strconv.Itoa(opts.RetryNumber)
+	if step.RunID != "" {
+		l[LabelRunID] = LabelValue(step.RunID)
+		l[LabelRetry] = strconv.Itoa(step.Dagster.RetryNumber)
 	}
-	if opts.StepKey != "" {
-		l[LabelStep] = LabelValue(opts.StepKey)
+	if step.Dagster.StepKey != "" {
+		l[LabelStep] = LabelValue(step.Dagster.StepKey)
 	}
-	if opts.AssetKey != "" {
-		l[LabelAsset] = LabelValue(opts.AssetKey)
+	if asset := assetKey(step); asset != "" {
+		l[LabelAsset] = LabelValue(asset)
 	}
 	return l
 }
 
+// assetKey is the step's asset keys as one label source: Dagster's
+// slash-joined keys, joined with ",".
+func assetKey(step runner.Step) string { return strings.Join(step.Dagster.AssetKeys, ",") }
+
 // jobAnnotations keeps the exact Dagster identifiers that labels may shorten,
 // and the GPU count `raystep ls` shows.
-func jobAnnotations(spec *schemas.Spec, opts Options) map[string]string {
+func jobAnnotations(spec *schemas.Spec, step runner.Step) map[string]string {
 	a := maps.Clone(spec.Metadata.Annotations)
 	if a == nil {
 		a = map[string]string{}
 	}
-	if opts.StepKey != "" {
-		a[AnnotationStepKey] = opts.StepKey
+	if step.Dagster.StepKey != "" {
+		a[AnnotationStepKey] = step.Dagster.StepKey
 	}
-	if opts.AssetKey != "" {
-		a[AnnotationAssetKey] = opts.AssetKey
+	if asset := assetKey(step); asset != "" {
+		a[AnnotationAssetKey] = asset
 	}
 	if g := gpuSummary(spec); g != "" {
 		a[AnnotationGPUs] = g

@@ -29,29 +29,16 @@ const (
 	AnnotationGPUs     = "raystep.dev/gpus"
 )
 
-// Options says which Dagster step a RayJob belongs to. All fields are
-// optional; outside Dagster they are empty.
-type Options struct {
-	DagsterRunID string
-	StepKey      string
-	RetryNumber  int
-	// AssetKey is Dagster's slash-joined asset key.
-	AssetKey string
-}
-
-// Name returns the RayJob's name, runner.StepID of the spec name and the
-// Dagster identity: "raystep-<name>-<hash>", at most 47 characters (KubeRay's
-// RayJob limit). The same step attempt always gets the same name, so a
-// restarted step finds its RayJob again, and `render` shows the name `run`
-// will use.
-func Name(spec *schemas.Spec, opts Options) string {
-	return runner.StepID(spec.Metadata.Name, opts.DagsterRunID, opts.StepKey, opts.RetryNumber)
-}
-
-// Build returns the RayJob that runs spec under profile: InteractiveMode (raystep
-// submits the entrypoint itself), deadlines from spec.timeouts, one head and
-// one worker group per spec worker, GPU placement and pod security from the
-// profile, and raystep's labels.
+// Build returns the RayJob that runs spec under profile for the resolved
+// step (see runner.Resolve): InteractiveMode (raystep submits the entrypoint
+// itself), deadlines from spec.timeouts, one head and one worker group per
+// spec worker, GPU placement and pod security from the profile, and
+// raystep's labels. The spec and profile describe the cluster; what the
+// RayJob is for and where it goes come from step alone: it is named
+// step.ID (runner.StepID, so a restarted step finds its RayJob again and
+// `render` shows the name `run` uses), placed in step.Namespace and
+// labelled with step.RunID, step.Dagster.StepKey, RetryNumber and
+// AssetKeys. Build only reads step.
 //
 // Every policy sets shutdownAfterJobFinishes with ttlSecondsAfterFinished
 // from spec.timeouts.ttlAfterFinished: KubeRay rejects a TTL without
@@ -61,9 +48,12 @@ func Name(spec *schemas.Spec, opts Options) string {
 // leaves the RayJob alone, so the cluster stays up for debugging until the
 // TTL runs out after the Ray job ended (or after a deadline failed the
 // RayJob), then KubeRay deletes the RayCluster and `raystep gc` the RayJob.
-func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.RayJob, error) {
+func Build(spec *schemas.Spec, profile *schemas.Profile, step runner.Step) (*rayv1.RayJob, error) {
 	if spec == nil || profile == nil {
 		return nil, fmt.Errorf("build RayJob: spec and profile are required")
+	}
+	if step.ID == "" {
+		return nil, fmt.Errorf("build RayJob %s: the step has no identity (see runner.Resolve)", spec.Metadata.Name)
 	}
 	s := spec.Spec
 	runtimeEnv, err := runtimeEnvYAML(s.RuntimeEnv)
@@ -81,10 +71,10 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, opts Options) (*rayv1.R
 	job := &rayv1.RayJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        Name(spec, opts),
-			Namespace:   spec.Metadata.Namespace,
-			Labels:      jobLabels(spec, profile, opts),
-			Annotations: jobAnnotations(spec, opts),
+			Name:        step.ID,
+			Namespace:   step.Namespace,
+			Labels:      jobLabels(spec, profile, step),
+			Annotations: jobAnnotations(spec, step),
 		},
 		Spec: rayv1.RayJobSpec{
 			Entrypoint:                s.Entrypoint,

@@ -15,17 +15,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden manifests in testdata")
 
 // identity is a Dagster step attempt used by the golden files.
-var identity = Options{
-	DagsterRunID: "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11",
-	StepKey:      "ads_ranking_model",
-	RetryNumber:  1,
-	AssetKey:     "ads/ranking_model",
+var identity = runner.Dagster{
+	RunID:       "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11",
+	StepKey:     "ads_ranking_model",
+	RetryNumber: 1,
+	AssetKeys:   []string{"ads/ranking_model"},
+}
+
+// attempt is the resolved step of spec for the Dagster attempt d, in the
+// spec's namespace.
+func attempt(spec *schemas.Spec, d runner.Dagster) runner.Step {
+	return runner.Resolve(runner.Step{Name: spec.Metadata.Name, Namespace: spec.Metadata.Namespace, Dagster: d}, nil)
+}
+
+// anonymous is a step of spec outside Dagster, with nothing made up: the
+// RayJob carries no Dagster labels.
+func anonymous(spec *schemas.Spec) runner.Step {
+	return runner.Step{ID: runner.StepID(spec.Metadata.Name, "", "", 0), Namespace: spec.Metadata.Namespace}
 }
 
 func load(t *testing.T, file string) (*schemas.Spec, *schemas.Profile) {
@@ -70,7 +83,7 @@ func TestBuildGolden(t *testing.T) {
 			t.Run(name+"."+format, func(t *testing.T) {
 				t.Parallel()
 				spec, profile := load(t, file)
-				job, err := Build(spec, profile, identity)
+				job, err := Build(spec, profile, attempt(spec, identity))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,7 +171,7 @@ func checkOperatorRules(t *testing.T, job *rayv1.RayJob) {
 func TestBuildShape(t *testing.T) {
 	t.Parallel()
 	spec, profile := load(t, "../../examples/ads_ranking/batch_inference.yaml")
-	job, err := Build(spec, profile, Options{})
+	job, err := Build(spec, profile, anonymous(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +207,18 @@ func TestBuildShape(t *testing.T) {
 
 func TestNameIsDeterministic(t *testing.T) {
 	t.Parallel()
-	spec, _ := load(t, "../../examples/ads_ranking/train.yaml")
-	a, b := Name(spec, identity), Name(spec, identity)
+	spec, profile := load(t, "../../examples/ads_ranking/train.yaml")
+	name := func(d runner.Dagster) string {
+		job, err := Build(spec, profile, attempt(spec, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job.Name
+	}
+	a, b := name(identity), name(identity)
 	retry := identity
 	retry.RetryNumber++
-	c := Name(spec, retry)
+	c := name(retry)
 	if a != b || a == c || len(a) > 47 {
 		t.Errorf("names %q %q %q: want equal, then different, at most 47 characters", a, b, c)
 	}
@@ -221,7 +241,7 @@ func TestEveryPolicyKeepsTheTTL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job, err := Build(spec, profile, Options{})
+			job, err := Build(spec, profile, anonymous(spec))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,8 +53,9 @@ func (b *Backend) Name() string { return "local" }
 func (b *Backend) Existing() bool { return b.Address != "" || b.DashboardURL != "" }
 
 // Provision starts a private head (ready when Provision returns) or
-// describes the existing cluster.
-func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runner.Cluster, error) {
+// describes the existing cluster; what the private head wants people to
+// know goes to events.
+func (b *Backend) Provision(ctx context.Context, _ runner.Step, events runner.Sink) (runner.Cluster, error) {
 	log := b.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -72,7 +73,7 @@ func (b *Backend) Provision(ctx context.Context, _ runner.ClusterRequest) (runne
 	if err != nil {
 		return nil, fmt.Errorf("start private ray head: %w", err)
 	}
-	c := &privateCluster{head: h, log: log, failures: make(chan error, 1), done: make(chan struct{})}
+	c := &privateCluster{head: h, events: events, failures: make(chan error, 1), done: make(chan struct{})}
 	go c.watch()
 	return c, nil
 }
@@ -97,7 +98,7 @@ func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
 // privateCluster is a head started for one step.
 type privateCluster struct {
 	head     *Head
-	log      *zap.Logger
+	events   runner.Sink
 	failures chan error
 	done     chan struct{} // closed by Teardown
 	once     sync.Once
@@ -139,8 +140,8 @@ func (c *privateCluster) watch() {
 func (c *privateCluster) Teardown(ctx context.Context, keep bool) error {
 	c.once.Do(func() { close(c.done) })
 	if keep {
-		c.log.Warn("stopping the private ray head although the teardown policy keeps clusters: " +
-			"the head belongs to this step; set RAY_ADDRESS to run on a cluster that outlives it")
+		c.events.Event(runner.Event{Kind: runner.KindWarning, Message: "stopping the private ray head although the " +
+			"teardown policy keeps clusters: the head belongs to this step; set RAY_ADDRESS to run on a cluster that outlives it"})
 	}
 	if err := c.head.Stop(ctx); err != nil {
 		return fmt.Errorf("stop ray head %s: %w", c.head.Address(), err)

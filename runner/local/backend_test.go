@@ -53,7 +53,7 @@ func TestExistingClusterFromGCSAddress(t *testing.T) {
 	b := &local.Backend{Address: h.Address(), Head: local.HeadOptions{RayBin: raytest.RayBin(t)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -78,7 +78,7 @@ func TestPrivateHeadTornDownEvenWhenKept(t *testing.T) {
 	b := &local.Backend{Head: local.HeadOptions{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestExistingClusterProbe(t *testing.T) {
 				srv.Close()
 			}
 			b := &local.Backend{DashboardURL: srv.URL, Token: "t0k", TokenFrom: "RAY_AUTH_TOKEN"}
-			c, err := b.Provision(context.Background(), runner.ClusterRequest{})
+			c, err := b.Provision(context.Background(), runner.Step{}, runner.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Provision error = %v, want it to contain %q", err, tt.wantErr)

@@ -149,7 +149,7 @@ func TestPrivateHeadExposure(t *testing.T) {
 	b := &local.Backend{Head: local.HeadOptions{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}

@@ -224,7 +224,7 @@ func TestPrivateClusterReportsItsHeadsEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b := &Backend{Head: HeadOptions{RayBin: rayBin}}
-	c, err := b.Provision(ctx, runner.ClusterRequest{ID: "raystep-x-0123456789ab"})
+	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
 	if err != nil {
 		t.Fatalf("Provision: %v", err)
 	}

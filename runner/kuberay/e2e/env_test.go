@@ -120,13 +120,15 @@ func spec(t *testing.T, set ...string) *schemas.Spec {
 	return s
 }
 
-// step is what the CLI would hand the runner for s.
+// step is what the CLI would hand the runner for s, in s's namespace
+// (backend sets it).
 func step(s *schemas.Spec, runID string) runner.Step {
 	return runner.Step{
 		Name: s.Metadata.Name, Kind: string(s.Spec.Kind), Entrypoint: s.Spec.Entrypoint, RuntimeEnv: s.Spec.RuntimeEnv,
 		ProvisionTimeout: s.Spec.Timeouts.Provision, RunTimeout: s.Spec.Timeouts.Run,
-		Teardown: runner.TeardownPolicy(s.Spec.Teardown),
-		Dagster:  runner.Dagster{RunID: runID, StepKey: "train", AssetKeys: []string{"e2e/model"}},
+		Teardown:  runner.TeardownPolicy(s.Spec.Teardown),
+		Dagster:   runner.Dagster{RunID: runID, StepKey: "train", AssetKeys: []string{"e2e/model"}},
+		Namespace: s.Metadata.Namespace,
 	}
 }
 
@@ -145,8 +147,9 @@ func backend(t *testing.T, s *schemas.Spec, ns string, cfg *rest.Config, cnt *co
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Metadata.Namespace = ns // where step places the RayJob
 	return &kuberay.Backend{
-		Kube: c.Kube, Ray: c.Ray, Config: c.Config, Spec: s, Profile: shared.profile, Namespace: ns,
+		Kube: c.Kube, Ray: c.Ray, Config: c.Config, Spec: s, Profile: shared.profile,
 		Dashboard: kuberay.DashboardOptions{URL: shared.head.DashboardURL()},
 		Notify:    func(level, msg string) { t.Logf("backend %s: %s", level, msg) },
 	}

@@ -44,7 +44,9 @@ func TestGCOrphans(t *testing.T) {
 	s := spec(t, "spec.timeouts.provision=1s", "spec.timeouts.ttlAfterFinished=1s")
 	st := step(s, runID(t))
 	killed := runner.StepID(st.Name, st.Dagster.RunID, st.Dagster.Key(), 0)
-	cl, err := backend(t, s, ns, nil, nil).Provision(t.Context(), runner.ClusterRequest{ID: killed, RunID: st.Dagster.RunID, Step: st})
+	b := backend(t, s, ns, nil, nil)
+	st.Namespace = ns
+	cl, err := b.Provision(t.Context(), runner.Resolve(st, nil), runner.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestGCOrphans(t *testing.T) {
 // craft creates a raystep RayJob the operator leaves alone, with status st.
 func craft(t *testing.T, c *kuberay.Clients, ns, name string, st rayv1.RayJobStatus) string {
 	t.Helper()
-	job, err := kuberay.Build(spec(t), shared.profile, kuberay.Options{DagsterRunID: "crafted", StepKey: name})
+	job, err := kuberay.Build(spec(t), shared.profile, runner.Step{ID: name, RunID: "crafted", Namespace: ns, Dagster: runner.Dagster{StepKey: name}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,10 +166,10 @@ func TestReattachAfterKill(t *testing.T) {
 	setup(t)
 	ns := namespace(t, "e2e-reattach")
 	s := spec(t, `spec.entrypoint=python -c "import time; print('attempt output'); time.sleep(8)"`)
-	st := step(s, runID(t))
-	id := runner.StepID(st.Name, st.Dagster.RunID, st.Dagster.Key(), 0)
 	killed := backend(t, s, ns, nil, nil)
-	cl, err := killed.Provision(t.Context(), runner.ClusterRequest{ID: id, RunID: st.Dagster.RunID, Step: st})
+	st := runner.Resolve(step(s, runID(t)), nil)
+	id := runner.StepID(st.Name, st.Dagster.RunID, st.Dagster.Key(), 0)
+	cl, err := killed.Provision(t.Context(), st, runner.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

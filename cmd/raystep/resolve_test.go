@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sethvargo/go-envconfig"
+	"go.uber.org/zap"
+
+	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/schemas"
+)
+
+// privateHeadNotice is what a user whose spec keeps clusters is told when
+// the step runs on a private local head.
+const privateHeadNotice = `teardown "never" keeps nothing with a private local head: the head belongs to this step ` +
+	"and stops with it; set RAY_ADDRESS to run on a cluster that outlives the step"
+
+// testApp is an app over env (nothing from the process), with a kubeconfig
+// whose context's namespace is kube-ns and whose server is never called.
+func testApp(t *testing.T, env map[string]string) *app {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: kube-ns}}]
+current-context: x
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[string]string{"KUBECONFIG": kubeconfig, "HOME": t.TempDir()}
+	for k, v := range env {
+		full[k] = v
+	}
+	a := &app{lookup: envconfig.MapLookuper(full), log: zap.NewNop()}
+	if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// resolveFor prepares train.yaml (with set) as run does, for backend.
+func resolveFor(t *testing.T, a *app, o runOptions, profileNS string, set ...string) (runner.Step, runner.Backend, []string) {
+	t.Helper()
+	profile, err := schemas.LoadProfile(platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profile.Spec.Namespace = profileNS
+	spec, err := schemas.Load(train, schemas.LoadOptions{Profile: profile, Set: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inactive, err := pipes.Open(pipes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := stepFromSpec(spec, inactive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, b, err := a.newBackend(o, spec, profile, step)
+	if err != nil {
+		t.Fatalf("newBackend: %v", err)
+	}
+	return resolved, b, resolved.Notices
+}
+
+// TestRunNamespace: run --backend kuberay places the step by one
+// precedence: --namespace, $RAYSTEP_NAMESPACE, the spec's, the profile's,
+// the kubeconfig context's.
+func TestRunNamespace(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, flag, env, profile string
+		set                      []string
+		want                     string
+	}{
+		{name: "flag", flag: "flag-ns", env: "env-ns", profile: "ml-ads", set: []string{"metadata.namespace=spec-ns"}, want: "flag-ns"},
+		{name: "environment", env: "env-ns", profile: "ml-ads", set: []string{"metadata.namespace=spec-ns"}, want: "env-ns"},
+		{name: "spec", profile: "ml-ads", set: []string{"metadata.namespace=spec-ns"}, want: "spec-ns"},
+		{name: "profile", profile: "ml-ads", want: "ml-ads"},
+		{name: "kubeconfig", want: "kube-ns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			if tt.env != "" {
+				env["RAYSTEP_NAMESPACE"] = tt.env
+			}
+			step, _, _ := resolveFor(t, testApp(t, env), runOptions{backend: "kuberay", namespace: tt.flag}, tt.profile, tt.set...)
+			if step.Namespace != tt.want {
+				t.Errorf("namespace %q, want %q", step.Namespace, tt.want)
+			}
+			if want := runner.Resolve(step, nil); step.ID == "" || !cmp.Equal(want, step) {
+				t.Errorf("the step is not resolved: %+v", step)
+			}
+		})
+	}
+}
+
+// TestLocalBackendResolvesTheStep: on the local backend the step reports
+// the machine, not the spec's GPUs, and a private head forces teardown
+// always, saying so once; an existing cluster keeps the spec's policy.
+func TestLocalBackendResolvesTheStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		env         map[string]string
+		teardown    string
+		wantShape   string
+		wantPolicy  runner.TeardownPolicy
+		wantNotices []string
+	}{
+		{name: "private head keeps nothing", teardown: "never", wantShape: "private ray head on this machine",
+			wantPolicy: runner.TeardownAlways, wantNotices: []string{privateHeadNotice}},
+		{name: "private head, always", teardown: "always", wantShape: "private ray head on this machine",
+			wantPolicy: runner.TeardownAlways},
+		{name: "existing cluster keeps its policy", env: map[string]string{"RAY_ADDRESS": "http://127.0.0.1:1", "RAY_AUTH_TOKEN": "x"},
+			teardown: "never", wantShape: "existing ray cluster", wantPolicy: runner.TeardownNever},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			step, b, notices := resolveFor(t, testApp(t, tt.env), runOptions{backend: "local"}, "ml-ads", "spec.teardown="+tt.teardown)
+			got := []any{step.Shape, step.Teardown, step.GPUType, step.GPUCount, step.Namespace, notices}
+			want := []any{tt.wantShape, tt.wantPolicy, "", 0, "", tt.wantNotices}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("shape, teardown, GPU type and count, namespace, notices (-want +got):\n%s", diff)
+			}
+			if _, ok := b.(*local.Backend); !ok || step.ID == "" {
+				t.Errorf("backend %T, step id %q: want a local backend and a resolved step", b, step.ID)
+			}
+		})
+	}
+}
+
+// TestRenderUsesTheNamespacePrecedence: render places the RayJob as run
+// does (the environment over the spec's namespace).
+func TestRenderUsesTheNamespacePrecedence(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runTest(t, map[string]string{"RAYSTEP_NAMESPACE": "env-ns"}, "render", "-f", train,
+		"--profile", platform, "--set", "metadata.namespace=spec-ns", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var job struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Fatalf("render output is not JSON: %v\n%s", err, out)
+	}
+	if job.Metadata.Namespace != "env-ns" {
+		t.Errorf("namespace %q, want env-ns", job.Metadata.Namespace)
+	}
+}
