@@ -1,7 +1,7 @@
 // Command bench measures log-tail throughput and peak memory of raysubmit
 // against `ray job logs --follow`, side by side on the same Ray job.
 //
-// It starts a Ray head (local.StartHead) unless -dashboard is given,
+// It starts a Ray head (rayhead.Start) unless -dashboard is given,
 // submits a job printing about -mb MiB of numbered lines, then follows it
 // with both clients at once, each in its own process so that peak RSS
 // (getrusage ru_maxrss) is the client's alone:
@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/local"
 )
 
 func main() {
@@ -74,13 +74,13 @@ func run(ctx context.Context) error {
 	seconds := flag.Float64("seconds", 0, "spread the job's output over this many seconds (0: as fast as it can)")
 	sequential := flag.Bool("sequential", false, "run the clients one after the other, not at once")
 	flag.Parse()
-	rayBin, err := local.FindRay("")
+	rayBin, err := rayhead.FindRay("")
 	if err != nil {
 		return err
 	}
 	url := *dashboard
 	if url == "" {
-		h, err := local.StartHead(ctx, local.HeadOptions{RayBin: rayBin, NumCPUs: 2})
+		h, err := rayhead.Start(ctx, rayhead.Options{RayBin: rayBin, NumCPUs: 2})
 		if err != nil {
 			return err
 		}

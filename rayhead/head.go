@@ -1,16 +1,17 @@
-// Package local is raystep's embedded backend: a Ray head started and owned by
-// the step on this machine (or an existing cluster named by RAY_ADDRESS).
+// Package rayhead launches a private Ray head on this machine and owns every
+// process of it until it is stopped. raystep's local backend (runner/local)
+// starts one per step; tests reach the same code through test/raytest.
+// It knows nothing of steps or the Jobs API: raysubmit talks to the head it
+// starts, runner/local decides when to start and stop one.
 //
-// This file owns the one mechanism that launches a head: StartHead runs
-// `ray start --head --block` under a keeper process (keeper.py), bound to
-// loopback with a free port for every listener Ray opens and a private temp
-// dir, and waits until the dashboard answers. The keeper is a child
-// subreaper, so every process started for the head, drivers and workers
-// that leave its process group and session included, stays in its tree;
-// Head.Stop has it kill exactly that tree, and it does so by itself when
-// raystep is gone, even SIGKILLed. Tests reach the same code through
-// test/raytest.
-package local
+// Start runs `ray start --head --block` under a keeper process (keeper.py),
+// bound to loopback with a free port for every listener Ray opens and a
+// private temp dir, and waits until the dashboard answers. The keeper is a
+// child subreaper, so every process started for the head, drivers and
+// workers that leave its process group and session included, stays in its
+// tree; Head.Stop has it kill exactly that tree, and it does so by itself
+// when raystep is gone, even SIGKILLed.
+package rayhead
 
 import (
 	"context"
@@ -32,9 +33,9 @@ import (
 var ErrRayNotFound = errors.New(`ray executable not found: run "make venv" in the raystep checkout or ` +
 	`pip install "ray[default]==2.60.0", or set RAYSTEP_RAY_BIN`)
 
-// HeadOptions configures StartHead. The zero value starts a head with the ray
+// Options configures Start. The zero value starts a head with the ray
 // found by FindRay, a fresh temp dir under /tmp and loopback networking.
-type HeadOptions struct {
+type Options struct {
 	// RayBin is the ray executable; empty means FindRay("").
 	RayBin string
 	// TempDir is Ray's root temp dir. Empty means a fresh short dir under
@@ -68,7 +69,7 @@ type HeadOptions struct {
 	TokenAuth bool
 }
 
-// Head is a running Ray head started by StartHead.
+// Head is a running Ray head started by Start.
 type Head struct {
 	keeper      *keeper
 	tail        *tailBuffer
@@ -101,7 +102,7 @@ func (h *Head) ClientAddress() string {
 }
 
 // Token returns the head's authentication token; empty without
-// HeadOptions.TokenAuth.
+// Options.TokenAuth.
 func (h *Head) Token() string { return h.token }
 
 // TempDir returns Ray's root temp dir for this head (sessions and logs live under it).
@@ -114,13 +115,13 @@ func (h *Head) Pid() int { return h.keeper.rayPid }
 // Output returns the last part of the output of `ray start`.
 func (h *Head) Output() string { return h.tail.String() }
 
-// StartHead starts a Ray head and returns once `ray start` said the node
+// Start starts a Ray head and returns once `ray start` said the node
 // is up and the dashboard answers GET /api/version. On any failure it
 // stops what it started. A head that dies because another process took
 // one of its ports meanwhile, or because its raylet did not register with
 // the GCS within Ray's fixed 30 s (a busy machine), is started again, twice
 // at most.
-func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
+func Start(ctx context.Context, opts Options) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func retryableStart(out string) bool {
 		strings.Contains(out, "timed out during startup")
 }
 
-func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, error) {
+func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) {
 	h := &Head{
 		tail:        newTailBuffer(16 << 10),
 		host:        opts.Host,
@@ -237,7 +238,7 @@ func (h *Head) makeTempDir(dir string) (*os.File, error) {
 
 // startArgs builds the `ray start` arguments, with a free port for every
 // fixed-port listener. Worker ports are left to the kernel (min=max=0).
-func (h *Head) startArgs(opts HeadOptions) ([]string, error) {
+func (h *Head) startArgs(opts Options) ([]string, error) {
 	ports, err := freePorts(h.host, 9)
 	if err != nil {
 		return nil, fmt.Errorf("reserve ports for ray head: %w", err)
@@ -320,7 +321,7 @@ func versionOK(ctx context.Context, client *http.Client, url, token string) bool
 
 // Stop stops the head: its keeper SIGTERMs every process started for it
 // (also those that left its process group or session), SIGKILLs what is
-// left once the StopTimeout passes, and removes a temp dir StartHead
+// left once the StopTimeout passes, and removes a temp dir Start
 // created. Stop returns nil only once the keeper confirmed all of that; it
 // names each process that survived and each thing it could not remove. If
 // ctx ends first, Stop returns and the keeper carries on alone. Calling
