@@ -67,6 +67,10 @@ type Options struct {
 	// the head runs with token auth off, whatever ~/.ray/auth_token holds,
 	// unless RAY_AUTH_MODE is set.
 	TokenAuth bool
+
+	// tempRoot replaces tempRoot, for tests: the sweep of stale temp dirs
+	// that every Start runs then leaves a test's dirs to that test.
+	tempRoot string
 }
 
 // Head is a running Ray head started by Start.
@@ -127,7 +131,7 @@ func Start(ctx context.Context, opts Options) (*Head, error) {
 		return nil, err
 	}
 	if opts.TempDir == "" {
-		sweepStale(tempRoot, opts.Logger)
+		sweepStale(opts.root(), opts.Logger)
 	}
 	for attempt := 1; ; attempt++ {
 		h, err := startHead(ctx, rayBin, opts)
@@ -143,6 +147,14 @@ func Start(ctx context.Context, opts Options) (*Head, error) {
 // tempRoot holds private heads' temp dirs. Not os.TempDir(): Ray's unix
 // socket paths under it must stay short.
 const tempRoot = "/tmp"
+
+// root is the directory that holds the head's fresh temp dir.
+func (o Options) root() string {
+	if o.tempRoot != "" {
+		return o.tempRoot
+	}
+	return tempRoot
+}
 
 // errRetryable marks a head that exited while starting for a reason a new
 // start may not meet: a port taken meanwhile, or a raylet that registered
@@ -177,7 +189,7 @@ func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) 
 	if h.logger == nil {
 		h.logger = zap.NewNop()
 	}
-	lock, err := h.makeTempDir(opts.TempDir)
+	lock, err := h.makeTempDir(opts.TempDir, opts.root())
 	if err != nil {
 		return nil, err
 	}
@@ -217,15 +229,15 @@ func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) 
 	return h, nil
 }
 
-// makeTempDir sets the head's temp dir: dir, or a fresh one under /tmp
+// makeTempDir sets the head's temp dir: dir, or a fresh one under root
 // with a held lock that marks it as this head's while its keeper lives.
-func (h *Head) makeTempDir(dir string) (*os.File, error) {
+func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 	h.tempDir, h.ownsTempDir = dir, dir == ""
 	if !h.ownsTempDir {
 		return nil, nil
 	}
 	var err error
-	if h.tempDir, err = os.MkdirTemp(tempRoot, "rs"); err != nil {
+	if h.tempDir, err = os.MkdirTemp(root, "rs"); err != nil {
 		return nil, fmt.Errorf("create ray temp dir: %w", err)
 	}
 	lock, err := lockTempDir(h.tempDir)

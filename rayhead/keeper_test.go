@@ -109,9 +109,12 @@ func TestKeeperKillsEveryProcessOfTheHead(t *testing.T) {
 // the keeper no longer holds, but not one whose keeper lives.
 func TestStopReportsAKilledKeeper(t *testing.T) {
 	rayBin, dir := fakeray.New(t)
+	// A root of its own: a head started meanwhile by another test process
+	// would sweep the dead keeper's dir under /tmp before this test does.
+	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	h, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second})
+	h, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second, tempRoot: root})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -122,7 +125,7 @@ func TestStopReportsAKilledKeeper(t *testing.T) {
 		}
 		_ = os.RemoveAll(h.TempDir())
 	})
-	live, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second})
+	live, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second, tempRoot: root})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -136,7 +139,7 @@ func TestStopReportsAKilledKeeper(t *testing.T) {
 	if _, err := os.Stat(h.TempDir()); err != nil {
 		t.Fatalf("the dead keeper's temp dir is already gone: %v", err)
 	}
-	sweepStale(tempRoot, nil)
+	sweepStale(root, nil)
 	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("sweep left the stale temp dir %s (stat: %v)", h.TempDir(), err)
 	}
