@@ -217,7 +217,6 @@ func (c *Client) do(req *retryablehttp.Request, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
 		return c.statusError(req.Method, req.URL.Path, resp)
 	}
 	if out == nil {

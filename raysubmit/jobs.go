@@ -31,9 +31,14 @@ func (s Status) Terminal() bool {
 
 // VersionInfo is the answer of GET /api/version.
 type VersionInfo struct {
-	Version     string `json:"version"`
-	RayVersion  string `json:"ray_version"`
-	RayCommit   string `json:"ray_commit"`
+	// Version is the Jobs API's own version ("4" since Ray added DELETE).
+	Version string `json:"version"`
+	// RayVersion is the cluster's Ray release, e.g. "2.60.0".
+	RayVersion string `json:"ray_version"`
+	// RayCommit is the git commit Ray was built from.
+	RayCommit string `json:"ray_commit"`
+	// SessionName names the head's current session (its temp dir's
+	// session_* directory); it changes when the head restarts.
 	SessionName string `json:"session_name"`
 }
 
@@ -61,31 +66,59 @@ type SubmitRequest struct {
 
 // SubmitResponse is Ray's answer to a submission.
 type SubmitResponse struct {
-	JobID        string `json:"job_id"`
+	// JobID is the field Ray deprecated in favour of SubmissionID; Ray
+	// sets it to the submission id.
+	JobID string `json:"job_id"`
+	// SubmissionID is the id every later call names the job by.
 	SubmissionID string `json:"submission_id"`
 }
 
 // JobDetails is what Ray knows about a job. Ray 2.60's GET /api/jobs/{id}
 // leaves the Entrypoint* fields out; they stay zero then.
 type JobDetails struct {
-	Type                   string             `json:"type"`
-	JobID                  string             `json:"job_id"`
-	SubmissionID           string             `json:"submission_id"`
-	Status                 Status             `json:"status"`
-	Entrypoint             string             `json:"entrypoint"`
-	Message                string             `json:"message"`
-	ErrorType              string             `json:"error_type"`
-	StartTime              int64              `json:"start_time"` // unix ms
-	EndTime                int64              `json:"end_time"`   // unix ms
-	Metadata               map[string]string  `json:"metadata"`
-	RuntimeEnv             map[string]any     `json:"runtime_env"`
-	EntrypointNumCPUs      float64            `json:"entrypoint_num_cpus"`
-	EntrypointNumGPUs      float64            `json:"entrypoint_num_gpus"`
-	EntrypointMemory       int64              `json:"entrypoint_memory"`
-	EntrypointResources    map[string]float64 `json:"entrypoint_resources"`
-	DriverAgentHTTPAddress string             `json:"driver_agent_http_address"`
-	DriverNodeID           string             `json:"driver_node_id"`
-	DriverExitCode         *int               `json:"driver_exit_code"`
+	// Type is "SUBMISSION" for a job submitted through the Jobs API,
+	// "DRIVER" for a driver started by other means.
+	Type string `json:"type"`
+	// JobID is Ray Core's hex job id of the driver, e.g. "02000000"; empty
+	// until the driver has started.
+	JobID string `json:"job_id"`
+	// SubmissionID is the id the job was submitted under.
+	SubmissionID string `json:"submission_id"`
+	// Status is where the job is; see Status.Terminal.
+	Status Status `json:"status"`
+	// Entrypoint is the shell command the driver runs.
+	Entrypoint string `json:"entrypoint"`
+	// Message tells the status in more detail, such as why a job failed.
+	Message string `json:"message"`
+	// ErrorType classifies a failure, e.g. JOB_ENTRYPOINT_COMMAND_ERROR
+	// for an entrypoint that exited non-zero; empty otherwise.
+	ErrorType string `json:"error_type"`
+	// StartTime is when the job was submitted, in Unix milliseconds; see
+	// Started.
+	StartTime int64 `json:"start_time"`
+	// EndTime is when the job became terminal, in Unix milliseconds; 0
+	// while it runs. See Ended.
+	EndTime int64 `json:"end_time"`
+	// Metadata is the SubmitRequest's metadata.
+	Metadata map[string]string `json:"metadata"`
+	// RuntimeEnv is the job's runtime_env as Ray resolved it.
+	RuntimeEnv map[string]any `json:"runtime_env"`
+	// EntrypointNumCPUs is the CPUs reserved for the driver.
+	EntrypointNumCPUs float64 `json:"entrypoint_num_cpus"`
+	// EntrypointNumGPUs is the GPUs reserved for the driver.
+	EntrypointNumGPUs float64 `json:"entrypoint_num_gpus"`
+	// EntrypointMemory is the memory (bytes) reserved for the driver.
+	EntrypointMemory int64 `json:"entrypoint_memory"`
+	// EntrypointResources is the custom resources reserved for the driver.
+	EntrypointResources map[string]float64 `json:"entrypoint_resources"`
+	// DriverAgentHTTPAddress is the job agent on the driver's node, which
+	// serves its log.
+	DriverAgentHTTPAddress string `json:"driver_agent_http_address"`
+	// DriverNodeID is the Ray node the entrypoint runs on.
+	DriverNodeID string `json:"driver_node_id"`
+	// DriverExitCode is the entrypoint's exit code; nil until it exited,
+	// and for a job stopped before its driver ended.
+	DriverExitCode *int `json:"driver_exit_code"`
 }
 
 // Started returns the job's start time, zero when unknown.

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
 )
 
 // ray is the one head shared by this package's tests.
-var ray = raytest.Shared{Options: local.HeadOptions{NumCPUs: 2}}
+var ray = raytest.Shared{Options: rayhead.Options{NumCPUs: 2}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()

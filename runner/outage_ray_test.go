@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
-	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -22,7 +22,7 @@ import (
 // the outage budget (an infrastructure error naming it), and the teardown
 // follows without waiting out StopTimeout on the dead dashboard.
 func TestRealRayDashboardDiesOnExistingCluster(t *testing.T) {
-	head := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
+	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
 	rs := newRealStepOn(t, head, "sleep", uniqueRunID(t))
 	progress := &lineWatch{}
 	rs.runner.Events = runner.TextSink(progress)

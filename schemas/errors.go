@@ -33,6 +33,8 @@ func (e FieldError) Error() string {
 // ValidationErrors is every problem found while loading one or more files.
 // Callers pick it with errors.As: it means bad input, nothing was created.
 type ValidationErrors struct {
+	// Errors holds one entry per problem, sorted by file, line and column,
+	// then pointer.
 	Errors []FieldError
 }
 

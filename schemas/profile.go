@@ -19,11 +19,13 @@ var defaultProfile []byte
 // namespace, service account, allowed images, labels and pod security.
 type Profile struct {
 	// File is where the profile came from; "(built-in)" for the default.
-	File       string          `json:"-"`
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Metadata   ProfileMetadata `json:"metadata"`
-	Spec       ProfileSpec     `json:"spec"`
+	File string `json:"-"`
+	// APIVersion is always APIVersion.
+	APIVersion string `json:"apiVersion"`
+	// Kind is always "PlatformProfile".
+	Kind     string          `json:"kind"`
+	Metadata ProfileMetadata `json:"metadata"`
+	Spec     ProfileSpec     `json:"spec"`
 }
 
 // ProfileMetadata names a profile.
@@ -33,20 +35,29 @@ type ProfileMetadata struct {
 
 // ProfileSpec holds the platform settings.
 type ProfileSpec struct {
-	Namespace      string             `json:"namespace"`
-	ServiceAccount string             `json:"serviceAccount,omitempty"`
-	Images         ImagePolicy        `json:"images"`
-	Labels         map[string]string  `json:"labels,omitempty"`
-	GPUTypes       map[string]GPUType `json:"gpuTypes"`
-	PodSecurity    PodSecurity        `json:"podSecurity"`
-	Limits         ProfileLimits      `json:"limits"`
+	// Namespace is the namespace of specs that name none.
+	Namespace string `json:"namespace"`
+	// ServiceAccount is the service account of every Ray pod; empty means
+	// the namespace's default.
+	ServiceAccount string      `json:"serviceAccount,omitempty"`
+	Images         ImagePolicy `json:"images"`
+	// Labels are added to every RayJob.
+	Labels map[string]string `json:"labels,omitempty"`
+	// GPUTypes maps the GPU names specs use (WorkerGroup.GPUType) to
+	// where such GPUs live.
+	GPUTypes    map[string]GPUType `json:"gpuTypes"`
+	PodSecurity PodSecurity        `json:"podSecurity"`
+	Limits      ProfileLimits      `json:"limits"`
 }
 
 // ImagePolicy says which container images specs may use.
 type ImagePolicy struct {
 	// Allow holds path.Match patterns; a trailing "*" also matches "/".
-	Allow       []string `json:"allow"`
-	PullPolicy  string   `json:"pullPolicy,omitempty"`
+	Allow []string `json:"allow"`
+	// PullPolicy is the Kubernetes imagePullPolicy of every Ray container
+	// (Always, IfNotPresent, Never); empty leaves Kubernetes' default.
+	PullPolicy string `json:"pullPolicy,omitempty"`
+	// PullSecrets name the image pull secrets of every Ray pod.
 	PullSecrets []string `json:"pullSecrets,omitempty"`
 }
 
@@ -65,7 +76,11 @@ func (p ImagePolicy) Allowed(image string) bool {
 
 // GPUType maps an engineer-facing GPU name to where such GPUs live.
 type GPUType struct {
-	ResourceName string            `json:"resourceName"`
+	// ResourceName is the extended resource a worker requests its GPUs
+	// as, e.g. nvidia.com/gpu.
+	ResourceName string `json:"resourceName"`
+	// NodeSelector and Tolerations place the workers on the nodes that
+	// have such GPUs.
 	NodeSelector map[string]string `json:"nodeSelector"`
 	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	// MaxPerWorker caps gpusPerWorker; 0 means no cap.
@@ -83,19 +98,26 @@ type Toleration struct {
 
 // PodSecurity is the security context every Ray container gets.
 type PodSecurity struct {
-	RunAsNonRoot             *bool    `json:"runAsNonRoot,omitempty"`
-	RunAsUser                *int64   `json:"runAsUser,omitempty"`
-	RunAsGroup               *int64   `json:"runAsGroup,omitempty"`
-	FSGroup                  *int64   `json:"fsGroup,omitempty"`
-	AllowPrivilegeEscalation *bool    `json:"allowPrivilegeEscalation,omitempty"`
-	DropCapabilities         []string `json:"dropCapabilities,omitempty"`
-	SeccompProfile           string   `json:"seccompProfile,omitempty"`
+	// RunAsNonRoot, RunAsUser, RunAsGroup, FSGroup and
+	// AllowPrivilegeEscalation are the Kubernetes security context fields
+	// of the same names; nil leaves a field unset.
+	RunAsNonRoot             *bool  `json:"runAsNonRoot,omitempty"`
+	RunAsUser                *int64 `json:"runAsUser,omitempty"`
+	RunAsGroup               *int64 `json:"runAsGroup,omitempty"`
+	FSGroup                  *int64 `json:"fsGroup,omitempty"`
+	AllowPrivilegeEscalation *bool  `json:"allowPrivilegeEscalation,omitempty"`
+	// DropCapabilities are the Linux capabilities dropped, e.g. ALL.
+	DropCapabilities []string `json:"dropCapabilities,omitempty"`
+	// SeccompProfile is the seccomp profile type, e.g. RuntimeDefault.
+	SeccompProfile string `json:"seccompProfile,omitempty"`
 }
 
 // ProfileLimits bounds what a spec may ask for; zero values mean no bound.
 type ProfileLimits struct {
-	MaxWorkersPerGroup int    `json:"maxWorkersPerGroup,omitempty"`
-	MaxRunTimeout      string `json:"maxRunTimeout,omitempty"`
+	// MaxWorkersPerGroup caps a worker group's replicas and maxReplicas.
+	MaxWorkersPerGroup int `json:"maxWorkersPerGroup,omitempty"`
+	// MaxRunTimeout caps spec.timeouts.run; a Go duration such as "72h".
+	MaxRunTimeout string `json:"maxRunTimeout,omitempty"`
 }
 
 // DefaultProfile returns the built-in profile used when neither --profile nor

@@ -32,40 +32,54 @@ const (
 // Spec is a loaded, validated and defaulted job spec.
 type Spec struct {
 	// File is the absolute path of the spec file, or StdinName.
-	File       string
+	File string
+	// APIVersion is always APIVersion.
 	APIVersion string
-	Kind       string
-	Metadata   Metadata
-	Spec       JobSpec
+	// Kind is always "RayStep".
+	Kind     string
+	Metadata Metadata
+	Spec     JobSpec
 }
 
 // Metadata names a step and its owner.
 type Metadata struct {
+	// Name is the step's name, a DNS-1035 label of at most 40 characters;
+	// Kubernetes objects are named after its first 26 characters.
 	Name string
 	// Namespace is the spec's namespace, or the profile's when the spec has none.
-	Namespace   string
-	Owner       string
+	Namespace string
+	// Owner is the team or person the step belongs to, a valid label
+	// value; it becomes the raystep.dev/owner label.
+	Owner string
+	// Labels and Annotations are added to the step's RayJob; keys under
+	// raystep's and Ray's own prefixes are refused by validation.
 	Labels      map[string]string
 	Annotations map[string]string
 }
 
 // JobSpec is what to run and on which cluster.
 type JobSpec struct {
-	Kind       StepKind
+	// Kind is the step kind; it becomes the raystep.dev/kind label.
+	Kind StepKind
+	// Entrypoint is the Ray job's shell command.
 	Entrypoint string
 	// WorkingDir is absolute (resolved against the spec's directory); empty
 	// when the spec has none.
 	WorkingDir string
 	// RuntimeEnv is Ray's runtime_env as written (JSON-compatible values).
-	RuntimeEnv          map[string]any
+	RuntimeEnv map[string]any
+	// EntrypointResources are reserved for the driver process.
 	EntrypointResources EntrypointResources
 	Cluster             Cluster
 	Timeouts            Timeouts
-	Teardown            Teardown
+	// Teardown says when the cluster is deleted; TeardownAlways when the
+	// spec names none.
+	Teardown Teardown
 }
 
 // EntrypointResources are reserved for the driver process.
 type EntrypointResources struct {
+	// CPUs and GPUs are logical Ray CPUs and GPUs; 0 reserves none.
 	CPUs float64
 	GPUs float64
 	// Memory is zero when unset.
@@ -76,28 +90,40 @@ type EntrypointResources struct {
 
 // Cluster describes the Ray cluster.
 type Cluster struct {
+	// RayVersion is a "2.60.0"-style version that agrees with a version in
+	// Image's tag.
 	RayVersion string
-	Image      string
-	Head       Head
-	Workers    []WorkerGroup
+	// Image is the container image of every Ray pod, one the profile's
+	// ImagePolicy allows.
+	Image   string
+	Head    Head
+	Workers []WorkerGroup
 }
 
 // Head sizes the head pod.
 type Head struct {
+	// CPUs and Memory are the head container's requests and limits
+	// (equal); 2 and 4Gi when the spec names none.
 	CPUs   resource.Quantity
 	Memory resource.Quantity
 }
 
 // WorkerGroup is one homogeneous group of worker pods.
 type WorkerGroup struct {
+	// Name is a DNS-1035 label of at most 15 characters, unique within
+	// the cluster.
 	Name string
 	// Replicas is the starting size; MinReplicas <= Replicas <= MaxReplicas.
 	Replicas, MinReplicas, MaxReplicas int32
 	// GPUType is a key of the profile's gpuTypes; empty for CPU workers.
-	GPUType       string
+	GPUType string
+	// GPUsPerWorker is the GPUs of each worker: 1 with a GPUType unless
+	// the spec says otherwise, else 0.
 	GPUsPerWorker int32
-	CPUs          resource.Quantity
-	Memory        resource.Quantity
+	// CPUs and Memory are each worker container's requests and limits
+	// (equal).
+	CPUs   resource.Quantity
+	Memory resource.Quantity
 }
 
 // Autoscaling reports whether the group may change size.
@@ -105,8 +131,14 @@ func (w WorkerGroup) Autoscaling() bool { return w.MinReplicas != w.MaxReplicas 
 
 // Timeouts bound the step.
 type Timeouts struct {
-	Provision        time.Duration
-	Run              time.Duration
+	// Provision is the longest wait before the job runs (the RayJob's
+	// preRunningDeadlineSeconds); 15m by default.
+	Provision time.Duration
+	// Run is the longest life of the whole RayJob (activeDeadlineSeconds);
+	// 24h by default.
+	Run time.Duration
+	// TTLAfterFinished is how long KubeRay keeps a finished cluster
+	// (ttlSecondsAfterFinished); 10m by default.
 	TTLAfterFinished time.Duration
 }
 

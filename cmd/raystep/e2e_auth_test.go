@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -26,7 +26,7 @@ func stable(s string) string {
 // authentication: the token is found where Ray's own tools find it, and a
 // wrong or missing one fails at once with one line that says what to set.
 func TestRunOnTokenCluster(t *testing.T) {
-	h := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1, TokenAuth: true})
+	h := raytest.StartHead(t, rayhead.Options{NumCPUs: 1, TokenAuth: true})
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".ray"), 0o700); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
@@ -150,14 +151,14 @@ func (a *app) localBackend() (*local.Backend, error) {
 	if bin != "" && !strings.Contains(bin, "/") {
 		found, err := exec.LookPath(bin)
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("RAYSTEP_RAY_BIN=%s: %w", bin, errors.Join(err, local.ErrRayNotFound))}
+			return nil, &usageError{fmt.Errorf("RAYSTEP_RAY_BIN=%s: %w", bin, errors.Join(err, rayhead.ErrRayNotFound))}
 		}
 		bin = found
 	}
 	b := &local.Backend{
 		Address:      a.cfg.RayAddress,
 		DashboardURL: firstNonEmpty(a.cfg.DashboardURL, a.cfg.RayAPIServerAddress),
-		Head:         local.HeadOptions{RayBin: bin},
+		Head:         rayhead.Options{RayBin: bin},
 		Logger:       a.log.Named("local"),
 	}
 	if a.cfg.LogLevel != "debug" { // the head's start and stop are phases already shown

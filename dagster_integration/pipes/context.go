@@ -17,16 +17,29 @@ var ErrUndefined = errors.New("undefined in the pipes context")
 // ContextData is the context payload Dagster sends, field for field. Absent
 // values are nil, as Dagster sends null.
 type ContextData struct {
-	AssetKeys             []string                   `json:"asset_keys"`
+	// AssetKeys are the keys of the assets the step materializes, each
+	// written as a user string (path parts joined by "/"); nil for an op.
+	AssetKeys []string `json:"asset_keys"`
+	// CodeVersionByAssetKey and ProvenanceByAssetKey hold, per asset key,
+	// its code version and the provenance of its latest materialization;
+	// a value is nil when Dagster has none.
 	CodeVersionByAssetKey map[string]*string         `json:"code_version_by_asset_key"`
 	ProvenanceByAssetKey  map[string]*DataProvenance `json:"provenance_by_asset_key"`
-	PartitionKey          *string                    `json:"partition_key"`
-	PartitionKeyRange     *PartitionKeyRange         `json:"partition_key_range"`
-	PartitionTimeWindow   *TimeWindow                `json:"partition_time_window"`
-	RunID                 string                     `json:"run_id"`
-	JobName               *string                    `json:"job_name"`
-	RetryNumber           int                        `json:"retry_number"`
-	Extras                map[string]any             `json:"extras"`
+	// PartitionKey, PartitionKeyRange and PartitionTimeWindow describe
+	// the one partition the step targets; nil when it targets none (or
+	// several), PartitionTimeWindow also when the partitioning is not by
+	// time in one dimension.
+	PartitionKey        *string            `json:"partition_key"`
+	PartitionKeyRange   *PartitionKeyRange `json:"partition_key_range"`
+	PartitionTimeWindow *TimeWindow        `json:"partition_time_window"`
+	// RunID is the Dagster run's id.
+	RunID string `json:"run_id"`
+	// JobName is the run's job; nil for a run not made from a job.
+	JobName *string `json:"job_name"`
+	// RetryNumber counts the retries before this attempt: 0 for the first.
+	RetryNumber int `json:"retry_number"`
+	// Extras are the values the launching code passed for this step.
+	Extras map[string]any `json:"extras"`
 }
 
 // PartitionKeyRange is an inclusive range of partition keys.
@@ -43,9 +56,14 @@ type TimeWindow struct {
 
 // DataProvenance is the provenance Dagster recorded for an asset.
 type DataProvenance struct {
-	CodeVersion       string            `json:"code_version"`
+	// CodeVersion is the code version the asset was materialized with.
+	CodeVersion string `json:"code_version"`
+	// InputDataVersions maps each upstream asset key to the data version
+	// it had then.
 	InputDataVersions map[string]string `json:"input_data_versions"`
-	IsUserProvided    bool              `json:"is_user_provided"`
+	// IsUserProvided reports whether the data version was set by user code
+	// rather than computed by Dagster.
+	IsUserProvided bool `json:"is_user_provided"`
 }
 
 // Context is the read-only view of the step that launched this process. Its

@@ -10,10 +10,19 @@ import (
 // Exception is the exception object sent with "closed" when the program
 // failed. All five keys are always written.
 type Exception struct {
-	Message string     `json:"message"`
-	Stack   []string   `json:"stack"`
-	Name    *string    `json:"name"`
-	Cause   *Exception `json:"cause"`
+	// Message is the error's text.
+	Message string `json:"message"`
+	// Stack is the stack trace, one frame (or, for a panic, one line of
+	// the goroutine's stack) per entry, shown by Dagster as written.
+	Stack []string `json:"stack"`
+	// Name is the error's type (Python's class name), e.g. *fs.PathError
+	// or panic(string); nil if unknown.
+	Name *string `json:"name"`
+	// Cause is the error that led to this one (Python's __cause__; for Go,
+	// the wrapped error).
+	Cause *Exception `json:"cause"`
+	// Context is the error being handled when this one happened (Python's
+	// __context__); raystep sends nil.
 	Context *Exception `json:"context"`
 }
 

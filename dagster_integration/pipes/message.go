@@ -272,11 +272,14 @@ type Materialization struct {
 // AssetCheck is the content of report_asset_check.
 type AssetCheck struct {
 	// AssetKey is the checked asset; "" means the step's single asset.
-	AssetKey  string
+	AssetKey string
+	// CheckName names the check, as declared on the asset in Dagster.
 	CheckName string
-	Passed    bool
+	// Passed is the check's outcome.
+	Passed bool
 	// Severity defaults to SeverityError.
 	Severity Severity
+	// Metadata is attached to the check's result; empty sends null.
 	Metadata Metadata
 }
 

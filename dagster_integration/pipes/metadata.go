@@ -39,6 +39,7 @@ const (
 // that cannot encode its input records the error, and the report carrying
 // the value fails with it.
 type MetadataValue struct {
+	// Type says how Dagster reads Raw.
 	Type MetadataType
 	// Raw is the JSON of raw_value, kept byte for byte (a relayed float stays
 	// a float).

@@ -7,18 +7,22 @@ import (
 
 // TableColumn describes one column of a table or table schema.
 type TableColumn struct {
-	Name        string                  `json:"name"`
-	Type        string                  `json:"type"`
-	Description string                  `json:"description,omitempty"`
+	Name string `json:"name"`
+	// Type is the column's type as shown in the UI, e.g. "string" or
+	// "float"; Dagster does not check it.
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"`
+	// Tags are shown beside the column.
 	Tags        map[string]string       `json:"tags,omitempty"`
 	Constraints *TableColumnConstraints `json:"constraints,omitempty"`
 }
 
 // TableColumnConstraints are a column's constraints.
 type TableColumnConstraints struct {
-	Nullable bool     `json:"nullable"`
-	Unique   bool     `json:"unique"`
-	Other    []string `json:"other"`
+	Nullable bool `json:"nullable"`
+	Unique   bool `json:"unique"`
+	// Other holds free-text constraints, e.g. "value > 0".
+	Other []string `json:"other"`
 }
 
 // TableColumnDep names a column of another asset that a column depends on.

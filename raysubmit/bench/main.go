@@ -1,7 +1,7 @@
 // Command bench measures log-tail throughput and peak memory of raysubmit
 // against `ray job logs --follow`, side by side on the same Ray job.
 //
-// It starts a Ray head (local.StartHead) unless -dashboard is given,
+// It starts a Ray head (rayhead.Start) unless -dashboard is given,
 // submits a job printing about -mb MiB of numbered lines, then follows it
 // with both clients at once, each in its own process so that peak RSS
 // (getrusage ru_maxrss) is the client's alone:
@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/local"
 )
 
 func main() {
@@ -67,39 +67,42 @@ type result struct {
 	err     error
 }
 
-func run(ctx context.Context) error {
-	mb := flag.Int("mb", 50, "MiB of log lines the job prints")
-	width := flag.Int("width", 100, "bytes per log line")
-	dashboard := flag.String("dashboard", "", "existing dashboard URL (default: start a head)")
-	seconds := flag.Float64("seconds", 0, "spread the job's output over this many seconds (0: as fast as it can)")
-	sequential := flag.Bool("sequential", false, "run the clients one after the other, not at once")
+// options are the command-line flags.
+type options struct {
+	mb, width  int
+	dashboard  string
+	seconds    float64
+	sequential bool
+}
+
+func parseFlags() options {
+	var o options
+	flag.IntVar(&o.mb, "mb", 50, "MiB of log lines the job prints")
+	flag.IntVar(&o.width, "width", 100, "bytes per log line")
+	flag.StringVar(&o.dashboard, "dashboard", "", "existing dashboard URL (default: start a head)")
+	flag.Float64Var(&o.seconds, "seconds", 0, "spread the job's output over this many seconds (0: as fast as it can)")
+	flag.BoolVar(&o.sequential, "sequential", false, "run the clients one after the other, not at once")
 	flag.Parse()
-	rayBin, err := local.FindRay("")
+	return o
+}
+
+func run(ctx context.Context) error {
+	o := parseFlags()
+	rayBin, err := rayhead.FindRay("")
 	if err != nil {
 		return err
 	}
-	url := *dashboard
+	url := o.dashboard
 	if url == "" {
-		h, err := local.StartHead(ctx, local.HeadOptions{RayBin: rayBin, NumCPUs: 2})
+		h, err := rayhead.Start(ctx, rayhead.Options{RayBin: rayBin, NumCPUs: 2})
 		if err != nil {
 			return err
 		}
 		defer h.Stop(context.WithoutCancel(ctx))
 		url = h.DashboardURL()
 	}
-	c, err := raysubmit.New(raysubmit.Config{BaseURL: url})
-	if err != nil {
-		return err
-	}
-	uri, err := c.UploadWorkingDir(ctx, filepath.Join("raysubmit", "testdata", "jobs"), raysubmit.PackageOptions{})
-	if err != nil {
-		return err
-	}
-	lines := (*mb << 20) / *width
-	sub, err := c.Submit(ctx, raysubmit.SubmitRequest{
-		Entrypoint: fmt.Sprintf("python lines.py %d %d %g", lines, *width, *seconds),
-		RuntimeEnv: map[string]any{"working_dir": uri},
-	})
+	lines := (o.mb << 20) / o.width
+	id, err := submit(ctx, url, lines, o)
 	if err != nil {
 		return err
 	}
@@ -107,28 +110,62 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmds := []struct {
-		name string
-		cmd  *exec.Cmd
-	}{
-		{"raysubmit Follow", exec.CommandContext(ctx, self, "follow", url, sub.SubmissionID)},
-		{"ray job logs --follow", exec.CommandContext(ctx, rayBin, "job", "logs", "--follow", "--address", url, sub.SubmissionID)},
+	results := measureAll(o.sequential, []client{
+		{"raysubmit Follow", exec.CommandContext(ctx, self, "follow", url, id)},
+		{"ray job logs --follow", exec.CommandContext(ctx, rayBin, "job", "logs", "--follow", "--address", url, id)},
+	})
+	mode := "at once"
+	if o.sequential {
+		mode = "one after the other"
 	}
-	results := make([]result, len(cmds))
+	fmt.Printf("job %s: %d lines of %d bytes (%d MiB) over %gs, clients %s\n", id, lines, o.width, o.mb, o.seconds, mode)
+	return report(results)
+}
+
+// submit uploads the bench's job script and submits a job printing lines
+// lines of o.width bytes; it returns the submission id.
+func submit(ctx context.Context, url string, lines int, o options) (string, error) {
+	c, err := raysubmit.New(raysubmit.Config{BaseURL: url})
+	if err != nil {
+		return "", err
+	}
+	uri, err := c.UploadWorkingDir(ctx, filepath.Join("raysubmit", "testdata", "jobs"), raysubmit.PackageOptions{})
+	if err != nil {
+		return "", err
+	}
+	sub, err := c.Submit(ctx, raysubmit.SubmitRequest{
+		Entrypoint: fmt.Sprintf("python lines.py %d %d %g", lines, o.width, o.seconds),
+		RuntimeEnv: map[string]any{"working_dir": uri},
+	})
+	if err != nil {
+		return "", err
+	}
+	return sub.SubmissionID, nil
+}
+
+// client is one log follower to measure.
+type client struct {
+	name string
+	cmd  *exec.Cmd
+}
+
+// measureAll measures the clients at once, or one after the other.
+func measureAll(sequential bool, clients []client) []result {
+	results := make([]result, len(clients))
 	var wg sync.WaitGroup
-	for i, c := range cmds {
+	for i, c := range clients {
 		wg.Go(func() { results[i] = measure(c.name, c.cmd) })
-		if *sequential {
+		if sequential {
 			wg.Wait()
 		}
 	}
 	wg.Wait()
-	mode := "at once"
-	if *sequential {
-		mode = "one after the other"
-	}
-	fmt.Printf("job %s: %d lines of %d bytes (%d MiB) over %gs, clients %s\n",
-		sub.SubmissionID, lines, *width, *mb, *seconds, mode)
+	return results
+}
+
+// report prints one line per client and the ratios of the first to the
+// second.
+func report(results []result) error {
 	for _, r := range results {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", r.name, r.err)

@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/raystep/raystep/rayhead"
 )
 
 // gcsDialTimeout bounds the check that something listens at a GCS address.
@@ -109,21 +109,21 @@ func askRay(ctx context.Context, address, rayBin, token string) (string, error) 
 		}
 		_ = conn.Close()
 	}
-	bin, err := FindRay(rayBin)
+	bin, err := rayhead.FindRay(rayBin)
 	if err != nil {
 		return "", err
 	}
-	python := interpreter(bin)
+	python := rayhead.Interpreter(bin)
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", resolveScript, address)
-	// A loopback address stays loopback (head_auth.go); a token is sent
+	// A loopback address stays loopback (rayhead.Env); a token is sent
 	// by Ray's client only in token mode.
-	extra := append(loopbackEnv(host), "RAY_ADDRESS="+address)
+	extra := []string{"RAY_ADDRESS=" + address}
 	if token != "" {
 		extra = append(extra, "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN="+token)
 	}
-	cmd.Env = headEnv(bin, extra)
+	cmd.Env = rayhead.Env(bin, host, extra...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -157,23 +157,6 @@ func unwrapOp(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// interpreter returns the Python named by the ray script's #! line, else
-// the python next to it.
-func interpreter(rayBin string) string {
-	f, err := os.Open(rayBin)
-	if err == nil {
-		defer f.Close()
-		buf := make([]byte, 512)
-		n, _ := f.Read(buf)
-		if line, _, _ := bytes.Cut(buf[:n], []byte("\n")); bytes.HasPrefix(line, []byte("#!")) {
-			if fields := strings.Fields(string(line[2:])); len(fields) == 1 && filepath.IsAbs(fields[0]) {
-				return fields[0]
-			}
-		}
-	}
-	return filepath.Join(filepath.Dir(rayBin), "python")
 }
 
 // lastLine returns s's last non-empty line, trimmed.

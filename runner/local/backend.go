@@ -9,11 +9,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 )
 
 // Backend is the local runner.Backend. Without an existing cluster (no
-// Address, no DashboardURL) each step starts a private head with StartHead
+// Address, no DashboardURL) each step starts a private head with rayhead.Start
 // and stops exactly that head at teardown, whatever the teardown policy:
 // the head belongs to the step. With an existing cluster the step only
 // submits to it and leaves it running.
@@ -33,7 +34,7 @@ type Backend struct {
 	TokenFrom string
 	// Head configures private heads; Head.RayBin is also the ray whose
 	// Python resolves a GCS address.
-	Head HeadOptions
+	Head rayhead.Options
 	// Logger receives the backend's notes; nil means none.
 	Logger *zap.Logger
 }
@@ -69,7 +70,7 @@ func (b *Backend) Provision(ctx context.Context, _ runner.Step, events runner.Si
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = privateStopTimeout
 	}
-	h, err := StartHead(ctx, opts)
+	h, err := rayhead.Start(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start private ray head: %w", err)
 	}
@@ -97,7 +98,7 @@ func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
 
 // privateCluster is a head started for one step.
 type privateCluster struct {
-	head     *Head
+	head     *rayhead.Head
 	events   runner.Sink
 	failures chan error
 	done     chan struct{} // closed by Teardown
@@ -106,7 +107,7 @@ type privateCluster struct {
 
 func (c *privateCluster) Name() string { return c.head.Address() }
 
-// Ready returns at once: StartHead waited for the dashboard.
+// Ready returns at once: rayhead.Start waited for the dashboard.
 func (c *privateCluster) Ready(context.Context) error { return nil }
 
 func (c *privateCluster) Dashboard(context.Context) (runner.Dashboard, error) {

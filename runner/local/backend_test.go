@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
@@ -49,8 +50,8 @@ func TestResolveDashboard(t *testing.T) {
 // TestExistingClusterFromGCSAddress resolves a head's GCS address to its
 // dashboard through Ray's own Python, and leaves the head running.
 func TestExistingClusterFromGCSAddress(t *testing.T) {
-	h := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
-	b := &local.Backend{Address: h.Address(), Head: local.HeadOptions{RayBin: raytest.RayBin(t)}}
+	h := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
+	b := &local.Backend{Address: h.Address(), Head: rayhead.Options{RayBin: raytest.RayBin(t)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
@@ -75,7 +76,7 @@ func TestExistingClusterFromGCSAddress(t *testing.T) {
 // TestPrivateHeadTornDownEvenWhenKept starts a private head and checks that
 // Teardown stops it and removes its temp dir although keep is true.
 func TestPrivateHeadTornDownEvenWhenKept(t *testing.T) {
-	b := &local.Backend{Head: local.HeadOptions{RayBin: raytest.RayBin(t), NumCPUs: 1}}
+	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)

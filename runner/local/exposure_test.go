@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/local"
@@ -146,7 +147,7 @@ func parseProcAddr(t *testing.T, s string) (net.IP, int) {
 // listening socket of the head's processes is bound to loopback and that
 // the Jobs API refuses requests without the head's token.
 func TestPrivateHeadExposure(t *testing.T) {
-	b := &local.Backend{Head: local.HeadOptions{RayBin: raytest.RayBin(t), NumCPUs: 1}}
+	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)

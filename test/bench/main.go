@@ -7,7 +7,7 @@
 //
 //	make build && go run ./test/bench -n 5
 //
-// Without -address it starts a private head (local.StartHead) and stops it
+// Without -address it starts a private head (rayhead.Start) and stops it
 // at the end.
 package main
 
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
-	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/rayhead"
 )
 
 // sample is one measured run of a child process.
@@ -50,13 +50,13 @@ func main() {
 }
 
 func bench(n int, raystep, spec, address, rayBin string) error {
-	ray, err := local.FindRay(rayBin)
+	ray, err := rayhead.FindRay(rayBin)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	if address == "" {
-		h, err := local.StartHead(ctx, local.HeadOptions{RayBin: ray})
+		h, err := rayhead.Start(ctx, rayhead.Options{RayBin: ray})
 		if err != nil {
 			return err
 		}

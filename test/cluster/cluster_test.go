@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +24,7 @@ import (
 // head, collected on delete; and a GPU type no node offers is really
 // Unschedulable. Stop leaves no process behind.
 func TestRayJobOnFakeGPUPool(t *testing.T) {
-	head := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
+	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
 	start := time.Now()
 	c := New(t, Options{Nodes: gpuPool(), DashboardURL: head.DashboardURL(), Audit: true})
 	t.Logf("environment ready in %s", time.Since(start).Round(time.Millisecond))

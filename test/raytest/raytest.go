@@ -1,5 +1,5 @@
 // Package raytest starts real Ray heads for tests, through the same
-// local.StartHead that raystep runs in production.
+// rayhead.Start that raystep runs in production.
 //
 // A head costs seconds of CPU, so a test package normally shares one:
 //
@@ -31,17 +31,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/rayhead"
 )
 
 // StartHead starts a head for one test and stops it in t.Cleanup. opts may
 // be the zero value; RayBin defaults to RayBin(t).
-func StartHead(t testing.TB, opts local.HeadOptions) *local.Head {
+func StartHead(t testing.TB, opts rayhead.Options) *rayhead.Head {
 	t.Helper()
 	opts = testDefaults(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	h, err := local.StartHead(ctx, opts)
+	h, err := rayhead.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start ray head: %v", err)
 	}
@@ -51,7 +51,7 @@ func StartHead(t testing.TB, opts local.HeadOptions) *local.Head {
 
 // testDefaults fills RayBin and a short StopTimeout: a test head holds
 // nothing worth a graceful shutdown, and Stop still kills every process.
-func testDefaults(t testing.TB, opts local.HeadOptions) local.HeadOptions {
+func testDefaults(t testing.TB, opts rayhead.Options) rayhead.Options {
 	if opts.RayBin == "" {
 		opts.RayBin = RayBin(t)
 	}
@@ -71,7 +71,7 @@ func RayBin(t testing.TB) string {
 			return cand
 		}
 	}
-	bin, err := local.FindRay(os.Getenv("RAYSTEP_RAY_BIN"))
+	bin, err := rayhead.FindRay(os.Getenv("RAYSTEP_RAY_BIN"))
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -96,7 +96,7 @@ func moduleRoot() (string, bool) {
 	}
 }
 
-func stop(t testing.TB, h *local.Head) {
+func stop(t testing.TB, h *rayhead.Head) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := h.Stop(ctx); err != nil {
@@ -108,16 +108,16 @@ func stop(t testing.TB, h *local.Head) {
 // ready to use; call Stop from TestMain after m.Run.
 type Shared struct {
 	// Options configures the head; RayBin defaults to RayBin.
-	Options local.HeadOptions
+	Options rayhead.Options
 
 	mu   sync.Mutex
-	head *local.Head
+	head *rayhead.Head
 	err  error
 }
 
 // Head returns the shared head, starting it on first call. A failed start
 // fails every test that asks, with the same error.
-func (s *Shared) Head(t testing.TB) *local.Head {
+func (s *Shared) Head(t testing.TB) *rayhead.Head {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -125,7 +125,7 @@ func (s *Shared) Head(t testing.TB) *local.Head {
 		opts := testDefaults(t, s.Options)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		s.head, s.err = local.StartHead(ctx, opts)
+		s.head, s.err = rayhead.Start(ctx, opts)
 	}
 	if s.err != nil {
 		t.Fatalf("start shared ray head: %v", s.err)

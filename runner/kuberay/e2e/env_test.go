@@ -19,10 +19,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
 	"github.com/raystep/raystep/test/cluster"
 	"github.com/raystep/raystep/test/raytest"
@@ -33,7 +33,7 @@ import (
 var shared struct {
 	once    sync.Once
 	ray     raytest.Shared
-	head    *local.Head
+	head    *rayhead.Head
 	k8s     *cluster.Cluster
 	profile *schemas.Profile
 	err     error

@@ -20,7 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/schemas"
 	"github.com/raystep/raystep/test/cluster"
 )
@@ -83,12 +83,12 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 		// Its kubeconfig is useless once the cluster is gone.
 		defer func() { err = errors.Join(err, os.RemoveAll(o.dir)) }()
 	}
-	rayBin, err := local.FindRay(o.rayBin)
+	rayBin, err := rayhead.FindRay(o.rayBin)
 	if err != nil {
 		return fmt.Errorf("find ray: %w", err)
 	}
 	fmt.Fprintln(stderr, "sandbox: starting the Ray head")
-	head, err := local.StartHead(ctx, local.HeadOptions{RayBin: rayBin})
+	head, err := rayhead.Start(ctx, rayhead.Options{RayBin: rayBin})
 	if err != nil {
 		return fmt.Errorf("start ray head: %w", err)
 	}

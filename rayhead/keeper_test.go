@@ -1,4 +1,4 @@
-package local
+package rayhead
 
 import (
 	"bytes"
@@ -12,46 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/test/fakeray"
 )
 
-// fakeHead writes a ray stand-in that starts the two kinds of process the
-// old process-group kill missed: one in a session of its own (as Ray's
-// job supervisor starts a driver) and one orphaned by its parent (as a
-// dying worker leaves its children). Their pids go to files in the
-// script's dir, written before the "dashboard" (a static file server on
-// --dashboard-port) answers, and it says it started as `ray start` does.
-// None mentions the head's temp dir.
-func fakeHead(t *testing.T) (rayBin, dir string) {
-	t.Helper()
-	dir = t.TempDir()
-	python, err := keeperPython("/nonexistent/ray")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "www", "api"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "www", "api", "version"), []byte(`{"ray_version": "2.60.0"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	script := `#!/bin/sh
-dir='` + dir + `'
-for a; do case $a in --dashboard-port=*) port=${a#*=};; esac; done
-setsid sleep 600 &
-echo $! > "$dir/session.pid"
-(sleep 600 & echo $! > "$dir/orphan.pid")
-echo 'Ray runtime started.'
-cd "$dir/www" && exec ` + python + ` -m http.server --bind 127.0.0.1 "$port"
-`
-	rayBin = filepath.Join(dir, "ray")
-	if err := os.WriteFile(rayBin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return rayBin, dir
-}
-
-// readPids reads the pids the fake head recorded.
+// readPids reads the pids the fake head recorded (fakeray).
 func readPids(t *testing.T, dir string) []int {
 	t.Helper()
 	var pids []int
@@ -112,12 +76,12 @@ func TestKeeperKillsEveryProcessOfTheHead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rayBin, dir := fakeHead(t)
+			rayBin, dir := fakeray.New(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			h, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+			h, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second})
 			if err != nil {
-				t.Fatalf("StartHead: %v", err)
+				t.Fatalf("Start: %v", err)
 			}
 			pids := append(readPids(t, dir), h.Pid(), h.keeper.pid)
 			t.Cleanup(func() {
@@ -144,12 +108,15 @@ func TestKeeperKillsEveryProcessOfTheHead(t *testing.T) {
 // what is left and says so, and the next head start removes the temp dir
 // the keeper no longer holds, but not one whose keeper lives.
 func TestStopReportsAKilledKeeper(t *testing.T) {
-	rayBin, dir := fakeHead(t)
+	rayBin, dir := fakeray.New(t)
+	// A root of its own: a head started meanwhile by another test process
+	// would sweep the dead keeper's dir under /tmp before this test does.
+	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	h, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+	h, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second, tempRoot: root})
 	if err != nil {
-		t.Fatalf("StartHead: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
 	pids := append(readPids(t, dir), h.Pid())
 	t.Cleanup(func() {
@@ -158,9 +125,9 @@ func TestStopReportsAKilledKeeper(t *testing.T) {
 		}
 		_ = os.RemoveAll(h.TempDir())
 	})
-	live, err := StartHead(ctx, HeadOptions{RayBin: rayBin, StopTimeout: time.Second})
+	live, err := Start(ctx, Options{RayBin: rayBin, StopTimeout: time.Second, tempRoot: root})
 	if err != nil {
-		t.Fatalf("StartHead: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { _ = live.Stop(context.Background()) })
 
@@ -172,7 +139,7 @@ func TestStopReportsAKilledKeeper(t *testing.T) {
 	if _, err := os.Stat(h.TempDir()); err != nil {
 		t.Fatalf("the dead keeper's temp dir is already gone: %v", err)
 	}
-	sweepStale(tempRoot, nil)
+	sweepStale(root, nil)
 	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("sweep left the stale temp dir %s (stat: %v)", h.TempDir(), err)
 	}
@@ -215,38 +182,7 @@ func TestKeeperResult(t *testing.T) {
 	}
 }
 
-// TestPrivateClusterReportsItsHeadsEnd kills `ray start` under a private
-// cluster: the step hears of it, and Teardown still succeeds, since the
-// keeper cleaned up already.
-func TestPrivateClusterReportsItsHeadsEnd(t *testing.T) {
-	t.Parallel()
-	rayBin, _ := fakeHead(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b := &Backend{Head: HeadOptions{RayBin: rayBin}}
-	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
-	if err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
-	h := c.(*privateCluster).head
-	_ = syscall.Kill(h.Pid(), syscall.SIGKILL)
-	select {
-	case err := <-c.Failures():
-		if err == nil || !strings.Contains(err.Error(), "exited") {
-			t.Errorf("failure = %v, want the head's exit", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("no failure reported after the head died")
-	}
-	if err := c.Teardown(ctx, false); err != nil {
-		t.Errorf("Teardown after the head died: %v", err)
-	}
-	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temp dir %s left behind (stat: %v)", h.TempDir(), err)
-	}
-}
-
-// TestStartHeadReportsARayThatCannotRun gives StartHead a ray that cannot
+// TestStartHeadReportsARayThatCannotRun gives Start a ray that cannot
 // be executed: the keeper's own message comes back.
 func TestStartHeadReportsARayThatCannotRun(t *testing.T) {
 	t.Parallel()
@@ -256,8 +192,8 @@ func TestStartHeadReportsARayThatCannotRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := StartHead(ctx, HeadOptions{RayBin: rayBin})
+	_, err := Start(ctx, Options{RayBin: rayBin})
 	if err == nil || !strings.Contains(err.Error(), "start "+rayBin+": [Errno 13] Permission denied") {
-		t.Fatalf("StartHead error = %v, want the keeper's message", err)
+		t.Fatalf("Start error = %v, want the keeper's message", err)
 	}
 }

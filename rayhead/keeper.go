@@ -1,4 +1,4 @@
-package local
+package rayhead
 
 import (
 	"bufio"
@@ -170,7 +170,7 @@ func (k *keeper) result() error {
 // on, else a python3 beside ray, else python3 on PATH. The keeper needs
 // only the standard library.
 func keeperPython(rayBin string) (string, error) {
-	cands := []string{interpreter(rayBin), filepath.Join(filepath.Dir(rayBin), "python3")}
+	cands := []string{Interpreter(rayBin), filepath.Join(filepath.Dir(rayBin), "python3")}
 	if real, err := filepath.EvalSymlinks(rayBin); err == nil {
 		cands = append(cands, filepath.Join(filepath.Dir(real), "python3"))
 	}

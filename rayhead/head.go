@@ -1,16 +1,17 @@
-// Package local is raystep's embedded backend: a Ray head started and owned by
-// the step on this machine (or an existing cluster named by RAY_ADDRESS).
+// Package rayhead launches a private Ray head on this machine and owns every
+// process of it until it is stopped. raystep's local backend (runner/local)
+// starts one per step; tests reach the same code through test/raytest.
+// It knows nothing of steps or the Jobs API: raysubmit talks to the head it
+// starts, runner/local decides when to start and stop one.
 //
-// This file owns the one mechanism that launches a head: StartHead runs
-// `ray start --head --block` under a keeper process (keeper.py), bound to
-// loopback with a free port for every listener Ray opens and a private temp
-// dir, and waits until the dashboard answers. The keeper is a child
-// subreaper, so every process started for the head, drivers and workers
-// that leave its process group and session included, stays in its tree;
-// Head.Stop has it kill exactly that tree, and it does so by itself when
-// raystep is gone, even SIGKILLed. Tests reach the same code through
-// test/raytest.
-package local
+// Start runs `ray start --head --block` under a keeper process (keeper.py),
+// bound to loopback with a free port for every listener Ray opens and a
+// private temp dir, and waits until the dashboard answers. The keeper is a
+// child subreaper, so every process started for the head, drivers and
+// workers that leave its process group and session included, stays in its
+// tree; Head.Stop has it kill exactly that tree, and it does so by itself
+// when raystep is gone, even SIGKILLed.
+package rayhead
 
 import (
 	"context"
@@ -32,9 +33,9 @@ import (
 var ErrRayNotFound = errors.New(`ray executable not found: run "make venv" in the raystep checkout or ` +
 	`pip install "ray[default]==2.60.0", or set RAYSTEP_RAY_BIN`)
 
-// HeadOptions configures StartHead. The zero value starts a head with the ray
+// Options configures Start. The zero value starts a head with the ray
 // found by FindRay, a fresh temp dir under /tmp and loopback networking.
-type HeadOptions struct {
+type Options struct {
 	// RayBin is the ray executable; empty means FindRay("").
 	RayBin string
 	// TempDir is Ray's root temp dir. Empty means a fresh short dir under
@@ -66,9 +67,13 @@ type HeadOptions struct {
 	// the head runs with token auth off, whatever ~/.ray/auth_token holds,
 	// unless RAY_AUTH_MODE is set.
 	TokenAuth bool
+
+	// tempRoot replaces tempRoot, for tests: the sweep of stale temp dirs
+	// that every Start runs then leaves a test's dirs to that test.
+	tempRoot string
 }
 
-// Head is a running Ray head started by StartHead.
+// Head is a running Ray head started by Start.
 type Head struct {
 	keeper      *keeper
 	tail        *tailBuffer
@@ -101,7 +106,7 @@ func (h *Head) ClientAddress() string {
 }
 
 // Token returns the head's authentication token; empty without
-// HeadOptions.TokenAuth.
+// Options.TokenAuth.
 func (h *Head) Token() string { return h.token }
 
 // TempDir returns Ray's root temp dir for this head (sessions and logs live under it).
@@ -114,19 +119,19 @@ func (h *Head) Pid() int { return h.keeper.rayPid }
 // Output returns the last part of the output of `ray start`.
 func (h *Head) Output() string { return h.tail.String() }
 
-// StartHead starts a Ray head and returns once `ray start` said the node
+// Start starts a Ray head and returns once `ray start` said the node
 // is up and the dashboard answers GET /api/version. On any failure it
 // stops what it started. A head that dies because another process took
 // one of its ports meanwhile, or because its raylet did not register with
 // the GCS within Ray's fixed 30 s (a busy machine), is started again, twice
 // at most.
-func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
+func Start(ctx context.Context, opts Options) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
 		return nil, err
 	}
 	if opts.TempDir == "" {
-		sweepStale(tempRoot, opts.Logger)
+		sweepStale(opts.root(), opts.Logger)
 	}
 	for attempt := 1; ; attempt++ {
 		h, err := startHead(ctx, rayBin, opts)
@@ -142,6 +147,14 @@ func StartHead(ctx context.Context, opts HeadOptions) (*Head, error) {
 // tempRoot holds private heads' temp dirs. Not os.TempDir(): Ray's unix
 // socket paths under it must stay short.
 const tempRoot = "/tmp"
+
+// root is the directory that holds the head's fresh temp dir.
+func (o Options) root() string {
+	if o.tempRoot != "" {
+		return o.tempRoot
+	}
+	return tempRoot
+}
 
 // errRetryable marks a head that exited while starting for a reason a new
 // start may not meet: a port taken meanwhile, or a raylet that registered
@@ -160,7 +173,7 @@ func retryableStart(out string) bool {
 		strings.Contains(out, "timed out during startup")
 }
 
-func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, error) {
+func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) {
 	h := &Head{
 		tail:        newTailBuffer(16 << 10),
 		host:        opts.Host,
@@ -176,7 +189,7 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 	if h.logger == nil {
 		h.logger = zap.NewNop()
 	}
-	lock, err := h.makeTempDir(opts.TempDir)
+	lock, err := h.makeTempDir(opts.TempDir, opts.root())
 	if err != nil {
 		return nil, err
 	}
@@ -216,15 +229,15 @@ func startHead(ctx context.Context, rayBin string, opts HeadOptions) (*Head, err
 	return h, nil
 }
 
-// makeTempDir sets the head's temp dir: dir, or a fresh one under /tmp
+// makeTempDir sets the head's temp dir: dir, or a fresh one under root
 // with a held lock that marks it as this head's while its keeper lives.
-func (h *Head) makeTempDir(dir string) (*os.File, error) {
+func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 	h.tempDir, h.ownsTempDir = dir, dir == ""
 	if !h.ownsTempDir {
 		return nil, nil
 	}
 	var err error
-	if h.tempDir, err = os.MkdirTemp(tempRoot, "rs"); err != nil {
+	if h.tempDir, err = os.MkdirTemp(root, "rs"); err != nil {
 		return nil, fmt.Errorf("create ray temp dir: %w", err)
 	}
 	lock, err := lockTempDir(h.tempDir)
@@ -237,7 +250,7 @@ func (h *Head) makeTempDir(dir string) (*os.File, error) {
 
 // startArgs builds the `ray start` arguments, with a free port for every
 // fixed-port listener. Worker ports are left to the kernel (min=max=0).
-func (h *Head) startArgs(opts HeadOptions) ([]string, error) {
+func (h *Head) startArgs(opts Options) ([]string, error) {
 	ports, err := freePorts(h.host, 9)
 	if err != nil {
 		return nil, fmt.Errorf("reserve ports for ray head: %w", err)
@@ -320,7 +333,7 @@ func versionOK(ctx context.Context, client *http.Client, url, token string) bool
 
 // Stop stops the head: its keeper SIGTERMs every process started for it
 // (also those that left its process group or session), SIGKILLs what is
-// left once the StopTimeout passes, and removes a temp dir StartHead
+// left once the StopTimeout passes, and removes a temp dir Start
 // created. Stop returns nil only once the keeper confirmed all of that; it
 // names each process that survived and each thing it could not remove. If
 // ctx ends first, Stop returns and the keeper carries on alone. Calling

@@ -1,6 +1,7 @@
-package local
+package rayhead
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +44,7 @@ func headEnv(rayBin string, extra []string) []string {
 	// The directory of ray's own interpreter goes first on PATH, so that an
 	// entrypoint's "python" is the one Ray runs on, also when ray is a
 	// symlink or a copy outside its virtualenv.
-	binDir := filepath.Dir(interpreter(rayBin))
+	binDir := filepath.Dir(Interpreter(rayBin))
 	env := make([]string, 0, len(os.Environ())+len(extra)+2)
 	path := binDir
 	for _, kv := range os.Environ() {
@@ -58,7 +59,7 @@ func headEnv(rayBin string, extra []string) []string {
 	env = append(env, "PATH="+path, "RAY_USAGE_STATS_ENABLED=0")
 	// Ray 2.60 turns token auth on for every new head once a token sits in
 	// ~/.ray/auth_token (a plain ray.init() writes one), with a token
-	// raystep's client does not know. A head without HeadOptions.TokenAuth
+	// raystep's client does not know. A head without Options.TokenAuth
 	// (startEnv) therefore runs without it unless the user chose a mode.
 	if _, set := os.LookupEnv("RAY_AUTH_MODE"); !set {
 		env = append(env, "RAY_AUTH_MODE=disabled")
@@ -67,6 +68,23 @@ func headEnv(rayBin string, extra []string) []string {
 		env = append(env, "VIRTUAL_ENV="+filepath.Dir(binDir))
 	}
 	return append(env, extra...)
+}
+
+// Interpreter returns the Python named by the ray script's #! line, else
+// the python next to it.
+func Interpreter(rayBin string) string {
+	f, err := os.Open(rayBin)
+	if err == nil {
+		defer f.Close()
+		buf := make([]byte, 512)
+		n, _ := f.Read(buf)
+		if line, _, _ := bytes.Cut(buf[:n], []byte("\n")); bytes.HasPrefix(line, []byte("#!")) {
+			if fields := strings.Fields(string(line[2:])); len(fields) == 1 && filepath.IsAbs(fields[0]) {
+				return fields[0]
+			}
+		}
+	}
+	return filepath.Join(filepath.Dir(rayBin), "python")
 }
 
 // FindRay locates the ray executable: explicit when set, else .venv/bin/ray

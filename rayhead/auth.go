@@ -1,4 +1,4 @@
-package local
+package rayhead
 
 import (
 	"crypto/rand"
@@ -24,7 +24,7 @@ import (
 // a shell) would look for the node under the machine's address, which is
 // why raystep never sends them to a private head.
 //
-// Token auth (HeadOptions.TokenAuth) adds a check that loopback alone does
+// Token auth (Options.TokenAuth) adds a check that loopback alone does
 // not give on a machine shared with other users: the dashboard, its agent
 // and the runtime env agent answer 401 without the token, and Ray's gRPC
 // servers refuse calls without it.
@@ -38,14 +38,24 @@ func loopbackEnv(host string) []string {
 	return []string{"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"}
 }
 
+// Env is the environment for a ray process that talks to a head on host:
+// `ray start` itself, or Ray's Python asked about a cluster. It is this
+// process's environment minus RAY_ADDRESS, with ray's interpreter first on
+// PATH, Ray's usage stats and (unless RAY_AUTH_MODE is set) token auth
+// off, loopback binding when host is a loopback address, and extra last,
+// so that extra wins over all of it.
+func Env(rayBin, host string, extra ...string) []string {
+	return headEnv(rayBin, append(loopbackEnv(host), extra...))
+}
+
 // tokenFile is the name of the token file in a head's temp dir.
 const tokenFile = "auth_token"
 
-// startEnv is the environment of `ray start`: headEnv with loopback
-// binding and, with opts.TokenAuth, a new token written to a 0600 file
-// that Ray reads through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
-func (h *Head) startEnv(rayBin string, opts HeadOptions) ([]string, error) {
-	extra := loopbackEnv(h.host)
+// startEnv is the environment of `ray start`: Env and, with
+// opts.TokenAuth, a new token written to a 0600 file that Ray reads
+// through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
+func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
+	var extra []string
 	if opts.TokenAuth {
 		path, token, err := writeToken(h.tempDir)
 		if err != nil {
@@ -57,7 +67,7 @@ func (h *Head) startEnv(rayBin string, opts HeadOptions) ([]string, error) {
 	}
 	// exec.Cmd uses the last value of a repeated key, so these win over
 	// headEnv's defaults and the inherited environment.
-	return headEnv(rayBin, append(extra, opts.Env...)), nil
+	return Env(rayBin, h.host, append(extra, opts.Env...)...), nil
 }
 
 // writeToken writes a fresh random token to dir/auth_token, readable by

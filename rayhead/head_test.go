@@ -1,4 +1,4 @@
-package local_test
+package rayhead_test
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/test/raytest"
 )
 
 func TestStartHeadServesAndStops(t *testing.T) {
-	h := raytest.StartHead(t, local.HeadOptions{NumCPUs: 1})
+	h := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
 	resp, err := http.Get(h.DashboardURL() + "/api/version")
 	if err != nil {
 		t.Fatalf("GET /api/version: %v", err)
@@ -61,11 +61,11 @@ func TestFindRay(t *testing.T) {
 		wantErr  error
 	}{
 		{name: "explicit", explicit: fake, want: fake},
-		{name: "explicit missing", explicit: filepath.Join(dir, "nope"), wantErr: local.ErrRayNotFound},
+		{name: "explicit missing", explicit: filepath.Join(dir, "nope"), wantErr: rayhead.ErrRayNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := local.FindRay(tt.explicit)
+			got, err := rayhead.FindRay(tt.explicit)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("FindRay(%q) error = %v, want %v", tt.explicit, err, tt.wantErr)
 			}
@@ -84,8 +84,8 @@ func TestStartHeadReportsEarlyExit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := local.StartHead(ctx, local.HeadOptions{RayBin: fake})
+	_, err := rayhead.Start(ctx, rayhead.Options{RayBin: fake})
 	if err == nil || !strings.Contains(err.Error(), "boom: no GCS for you") {
-		t.Fatalf("StartHead error = %v, want the captured output", err)
+		t.Fatalf("Start error = %v, want the captured output", err)
 	}
 }
