@@ -15,6 +15,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/internal/quickstart"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -28,6 +29,7 @@ var ray raytest.Shared
 // TestMain also makes this test binary the raystep command of the
 // testscript scripts (script_test.go).
 func TestMain(m *testing.M) {
+	quickstart.Done() // as main does
 	testscript.Main(stopRayAfter{m}, map[string]func(){"raystep": main})
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/raystep/raystep/internal/quickstart"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -96,7 +97,22 @@ logs and metrics to Dagster and tears the cluster down.`,
 
 // begin marks the start of a command's own work: cobra calls it for every
 // subcommand after parsing its flags and checking its arguments.
-func (a *app) begin(cmd *cobra.Command, _ []string) { a.started = true }
+func (a *app) begin(cmd *cobra.Command, _ []string) {
+	a.started = true
+	if briefCommands[cmd.Name()] {
+		quickstart.Brief(briefMemoryLimit)
+	} else {
+		quickstart.Done()
+	}
+}
+
+// briefCommands end within milliseconds: they run without the garbage
+// collector (see package quickstart) unless their heap nears
+// briefMemoryLimit, which a hostile spec is refused well before.
+var briefCommands = map[string]bool{"validate": true, "render": true, "schema": true, "version": true}
+
+// briefMemoryLimit is the heap at which a brief command collects garbage.
+const briefMemoryLimit = 64 << 20
 
 // profile loads the platform profile named by --profile, RAYSTEP_PROFILE or
 // nothing (the built-in one).

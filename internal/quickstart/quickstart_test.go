@@ -1,0 +1,35 @@
+package quickstart
+
+import (
+	"math"
+	"os"
+	"runtime/debug"
+	"testing"
+)
+
+// TestBriefThenDone: init turned the collector off; Brief keeps it off
+// under a memory limit; Done restores what GOGC and GOMEMLIMIT had (100
+// and no limit when unset), and a second Done changes nothing.
+func TestBriefThenDone(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set; the test checks the defaults")
+	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("before Done the collector is at %d%%, want off (-1)", got)
+	}
+	Brief(64 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 64<<20 {
+		t.Errorf("Brief(64 MiB) left the memory limit at %d", got)
+	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("Brief turned the collector on (%d%%)", got)
+	}
+	Done()
+	Done()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("after Done the collector is at %d%%, want GOGC's 100", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("after Done the memory limit is %d, want none", got)
+	}
+}
