@@ -201,6 +201,7 @@ const (
 // Result is one verdict and what Collect did about it.
 type Result struct {
 	Verdict
+	// Action is what Collect did about the verdict, or would do in a dry run.
 	Action Action
 	// Note says why a RayJob was skipped.
 	Note string

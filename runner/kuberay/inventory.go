@@ -71,24 +71,32 @@ func where(namespace string) string {
 
 // Summary is one raystep RayJob as `raystep ls` shows it.
 type Summary struct {
+	// Namespace and Name are the RayJob's.
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	Owner     string `json:"owner"`
-	Kind      string `json:"kind"`
+	// Owner is the spec's metadata.owner (the raystep.dev/owner label).
+	Owner string `json:"owner"`
+	// Kind is the spec's kind: train, eval or batch_inference.
+	Kind string `json:"kind"`
 	// GPUs is the GPU demand at full size, e.g. "a100-80gb=2".
 	GPUs string `json:"gpus"`
 	// Deployment is KubeRay's jobDeploymentStatus ("New" before the
 	// operator saw it, "Deleting" once deletion started).
 	Deployment string `json:"deploymentStatus"`
 	// JobStatus is the Ray job's status as KubeRay last saw it.
-	JobStatus string    `json:"jobStatus"`
-	Created   time.Time `json:"created"`
+	JobStatus string `json:"jobStatus"`
+	// Created is when the RayJob was created.
+	Created time.Time `json:"created"`
 	// Dashboard is the head service's dashboard URL inside the cluster.
-	Dashboard  string `json:"dashboard"`
-	RunID      string `json:"dagsterRunId"`
-	Step       string `json:"dagsterStep"`
+	Dashboard string `json:"dashboard"`
+	// RunID and Step are the Dagster run and step the RayJob is for.
+	RunID string `json:"dagsterRunId"`
+	Step  string `json:"dagsterStep"`
+	// RayCluster is the RayCluster KubeRay made for the RayJob, once made.
 	RayCluster string `json:"rayCluster"`
-	Reason     string `json:"reason,omitempty"`
+	// Reason is KubeRay's reason for the RayJob's state (status.reason), e.g.
+	// DeadlineExceeded; empty when KubeRay gives none.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Summarize describes job for `raystep ls`.
