@@ -163,3 +163,31 @@ func TestRenderUsesTheNamespacePrecedence(t *testing.T) {
 		t.Errorf("namespace %q, want env-ns", job.Metadata.Namespace)
 	}
 }
+
+// TestRenderNamesTheRayJobRunWould: given a run id and an asset key but no
+// step key, render shows the RayJob name that run under Dagster creates
+// for that asset (its step key is the asset keys), not another attempt's.
+func TestRenderNamesTheRayJobRunWould(t *testing.T) {
+	t.Parallel()
+	const runID, asset = "3f2a9c1b-7d0e-4c55-9a51-0e2f6b8f4c11", "ads/ranking_model"
+	code, out, errOut := runTest(t, nil, "render", "-f", train, "--profile", platform,
+		"--dagster-run-id", runID, "--asset-key", asset, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var job struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Fatalf("render output is not JSON: %v\n%s", err, out)
+	}
+	spec, err := schemas.Load(train, schemas.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runner.Resolve(runner.Step{Name: spec.Metadata.Name,
+		Dagster: runner.Dagster{RunID: runID, AssetKeys: []string{asset}, Context: []byte("{}")}}, nil)
+	if job.Metadata.Name != run.ID {
+		t.Errorf("render names the RayJob %q; run under Dagster creates %q", job.Metadata.Name, run.ID)
+	}
+}

@@ -114,6 +114,7 @@ func resolveStep(step runner.Step, p placement) runner.Step {
 // made up: a standalone run's id is random, so no preview can know it.
 func previewStep(spec *schemas.Spec, ns string, d runner.Dagster) runner.Step {
 	name := spec.Metadata.Name
+	d.StepKey = d.Key() // as runner.Resolve: the asset keys when no step key is given
 	id := runner.StepID(name, d.RunID, d.StepKey, d.RetryNumber)
 	return runner.Step{ID: id, Name: name, RunID: d.RunID, Namespace: ns, Dagster: d}
 }
