@@ -57,6 +57,10 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Logger receives progress messages; nil means no logging.
 	Logger *zap.Logger
+	// Warn, if set, is told what the person waiting on the head should
+	// know: that a head that did not start is started again, and why.
+	// Without it such warnings go to Logger.
+	Warn func(msg string)
 	// ReadyTimeout bounds the wait for the dashboard; 0 means 2 minutes.
 	ReadyTimeout time.Duration
 	// StopTimeout is how long the head's processes get after SIGTERM before
@@ -138,9 +142,17 @@ func Start(ctx context.Context, opts Options) (*Head, error) {
 		if err == nil || !errors.Is(err, errRetryable) || attempt == 3 {
 			return h, err
 		}
-		if h := opts.Logger; h != nil {
-			h.Warn("ray head did not start; starting it again", zap.Error(err))
-		}
+		opts.warn(fmt.Sprintf("ray head did not start (attempt %d of 3); starting it again: %v", attempt, err))
+	}
+}
+
+// warn tells Warn, else Logger, about msg.
+func (o Options) warn(msg string) {
+	switch {
+	case o.Warn != nil:
+		o.Warn(msg)
+	case o.Logger != nil:
+		o.Logger.Warn(msg)
 	}
 }
 

@@ -208,9 +208,15 @@ func certainlyNotCreated(err error) bool {
 }
 
 // forStep returns a copy of b whose notices go to the step's events.
+// The API server's warnings on these clients go to the step's events too.
 func (b *Backend) forStep(events runner.Sink) *Backend {
 	c := *b
 	c.Notify = notifyEvents(events, b.Notify)
+	if b.Config != nil {
+		if w, ok := b.Config.WarningHandlerWithContext.(*warnOnce); ok {
+			w.tell(events)
+		}
+	}
 	return &c
 }
 

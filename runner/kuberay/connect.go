@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/raystep/raystep/runner"
 )
 
 // ConnectOptions says which Kubernetes cluster to talk to.
@@ -101,11 +103,22 @@ func NewClients(cfg *rest.Config, o ConnectOptions) (*Clients, error) {
 	return &Clients{Config: cfg, Kube: kube, Ray: ray, Namespace: "default"}, nil
 }
 
-// warnOnce passes each distinct API server warning on once.
+// warnOnce passes each distinct API server warning on once: to the
+// running step's events once a step provisions on these clients (so that
+// a Pod Security warning on its RayJob reaches the console and Dagster
+// like every other warning), to warn before that (ls, gc).
 type warnOnce struct {
-	warn func(string)
-	mu   sync.Mutex
-	seen map[string]bool
+	warn   func(string)
+	mu     sync.Mutex
+	seen   map[string]bool
+	events runner.Sink
+}
+
+// tell sends the warnings from now on to events.
+func (w *warnOnce) tell(events runner.Sink) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events = events
 }
 
 // HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
@@ -114,10 +127,14 @@ func (w *warnOnce) HandleWarningHeaderWithContext(_ context.Context, code int, _
 		return
 	}
 	w.mu.Lock()
-	first := !w.seen[msg]
+	first, events := !w.seen[msg], w.events
 	w.seen[msg] = true
 	w.mu.Unlock()
-	if first {
+	switch {
+	case !first:
+	case events != nil:
+		events.Event(runner.Event{Kind: runner.KindWarning, Message: "API server: " + msg})
+	default:
 		w.warn("API server: " + msg)
 	}
 }

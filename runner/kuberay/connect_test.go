@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
+
+	"github.com/raystep/raystep/runner"
 )
 
 const twoContexts = `apiVersion: v1
@@ -88,5 +91,32 @@ func TestWarningsOnce(t *testing.T) {
 	want := []string{"API server: spec.foo is deprecated", "API server: other"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
+
+// TestWarningsBecomeStepEvents: once a step provisions on the clients, the
+// API server's warnings (a Pod Security "would violate", say) are the
+// step's warning events, once each; before that they went to Warn.
+func TestWarningsBecomeStepEvents(t *testing.T) {
+	t.Parallel()
+	var early []string
+	c, err := NewClients(&rest.Config{Host: "https://127.0.0.1:1"}, ConnectOptions{Warn: func(m string) { early = append(early, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Config.WarningHandlerWithContext.(*warnOnce)
+	w.HandleWarningHeaderWithContext(t.Context(), 299, "-", "before the step")
+	var got []runner.Event
+	b := &Backend{Config: c.Config}
+	b.forStep(runner.SinkFunc(func(e runner.Event) { got = append(got, e) }))
+	for _, m := range []string{`would violate PodSecurity "restricted:latest"`, `would violate PodSecurity "restricted:latest"`} {
+		w.HandleWarningHeaderWithContext(t.Context(), 299, "-", m)
+	}
+	if diff := cmp.Diff([]string{"API server: before the step"}, early); diff != "" {
+		t.Errorf("warnings before the step (-want +got):\n%s", diff)
+	}
+	want := []runner.Event{{Kind: runner.KindWarning, Message: `API server: would violate PodSecurity "restricted:latest"`}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the step's events (-want +got):\n%s", diff)
 	}
 }

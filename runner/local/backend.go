@@ -67,6 +67,7 @@ func (b *Backend) Provision(ctx context.Context, _ runner.Step, events runner.Si
 	opts := b.Head
 	opts.Logger = log
 	opts.TokenAuth = true
+	opts.Warn = func(msg string) { events.Event(runner.Event{Kind: runner.KindWarning, Message: msg}) }
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = privateStopTimeout
 	}
