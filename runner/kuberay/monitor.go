@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -80,28 +79,12 @@ func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name str
 func (m *monitor) start() {
 	jobs := m.ray.RayV1().RayJobs(m.ns)
 	byName := fields.OneTermEqualSelector("metadata.name", m.name).String()
-	m.run(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			return jobs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return jobs.Watch(ctx, o)
-		},
-	}, m.ray, &rayv1.RayJob{}, m.onJob, func() { m.set(func() { m.jobSync = true }) })
+	m.run(selected(jobs, func(o *metav1.ListOptions) { o.FieldSelector = byName }),
+		m.ray, &rayv1.RayJob{}, m.onJob, func() { m.set(func() { m.jobSync = true }) })
 	events := m.kube.CoreV1().Events(m.ns)
 	warnings := fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
-	m.run(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = warnings
-			return events.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = warnings
-			return events.Watch(ctx, o)
-		},
-	}, m.kube, &corev1.Event{}, m.onEvent, nil)
+	m.run(selected(events, func(o *metav1.ListOptions) { o.FieldSelector = warnings }),
+		m.kube, &corev1.Event{}, m.onEvent, nil)
 	if m.onStart != nil {
 		m.wg.Add(1)
 		go func() {
@@ -115,16 +98,8 @@ func (m *monitor) start() {
 func (m *monitor) watchPods(rc string) {
 	pods := m.kube.CoreV1().Pods(m.ns)
 	sel := labels.SelectorFromSet(labels.Set{labelCluster: rc}).String()
-	m.run(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}, m.kube, &corev1.Pod{}, m.onPod, func() { m.set(func() { m.podsSync = true }) })
+	m.run(selected(pods, func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+		m.kube, &corev1.Pod{}, m.onPod, func() { m.set(func() { m.podsSync = true }) })
 }
 
 // run runs an informer until the monitor stops. onSync, if set, is called

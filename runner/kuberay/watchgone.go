@@ -18,21 +18,26 @@ type listWatcher[L runtime.Object] interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// selected lists and watches c's objects with the selector narrow sets.
+func selected[L runtime.Object](c listWatcher[L], narrow func(*metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			narrow(&o)
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			narrow(&o)
+			return c.Watch(ctx, o)
+		},
+	}
+}
+
 // watchGone returns once the object name of the client's namespace does not
 // exist, watching for its deletion when it still does. clientset is the
 // clientset behind client (it tells whether the client supports watch-list).
 func watchGone[L runtime.Object](ctx context.Context, client listWatcher[L], clientset any, name string, obj runtime.Object) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return client.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return client.Watch(ctx, o)
-		},
-	}
+	lw := selected(client, func(o *metav1.ListOptions) { o.FieldSelector = sel })
 	named := func(o any) bool {
 		m, err := metaName(o)
 		return err == nil && m == name
