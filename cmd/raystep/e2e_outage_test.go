@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,39 +25,7 @@ func TestRunDashboardDies(t *testing.T) {
 		`spec.entrypoint=python -c "import time
 for i in range(100000): print('tick', i, flush=True); time.sleep(0.5)" `+marker)
 	cmd.Env = childEnv("RAYSTEP_RAY_BIN="+rayBin, "RAYSTEP_DASHBOARD_OUTAGE=10s")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		cleanupRun(t, cmd, done, invocations)
-		killAll(t, marker)
-	})
-	ticking := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "tick 1" {
-				close(ticking)
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		done <- cmd.Wait()
-	}()
-	select {
-	case <-ticking:
-	case err := <-done:
-		t.Fatalf("raystep exited before its job ran: %v\n%s", err, stderr.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the job did not start within 3 minutes:\n%s", stderr.String())
-	}
+	stderr, done := runUntilLine(t, cmd, invocations, "tick 1", func() { killAll(t, marker) })
 	h := startedHead(t, invocations)
 	dash := groupProcess(t, h.pgid, "dashboard/dashboard.py")
 	// SIGTERM, as `ray stop` would: the head keeps running without it (Ray

@@ -80,36 +80,7 @@ func TestRunSIGTERM(t *testing.T) {
 	cmd := exec.Command(bin, "run", "-f", train,
 		"--set", `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(600)"`)
 	cmd.Env = childEnv("RAYSTEP_RAY_BIN=" + rayBin)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	t.Cleanup(func() { cleanupRun(t, cmd, done, invocations) })
-	sleeping := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "sleeping" {
-				close(sleeping)
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		done <- cmd.Wait()
-	}()
-	select {
-	case <-sleeping:
-	case err := <-done:
-		t.Fatalf("raystep exited before its job ran: %v\n%s", err, stderr.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the job did not start within 3 minutes:\n%s", stderr.String())
-	}
+	stderr, done := runUntilLine(t, cmd, invocations, "sleeping", nil)
 	h := startedHead(t, invocations)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -128,6 +99,50 @@ func TestRunSIGTERM(t *testing.T) {
 		t.Errorf("stderr does not say the job was stopped:\n%s", stderr.String())
 	}
 	assertHeadGone(t, h)
+}
+
+// runUntilLine starts cmd, a raystep binary run on a private head whose
+// `ray start` invocations go to invocations, and returns once its job
+// printed line on stdout; done then receives cmd.Wait's result. At the end
+// of the test the run is cleaned up (cleanupRun), then after runs if set.
+func runUntilLine(t *testing.T, cmd *exec.Cmd, invocations, line string, after func()) (*syncBuffer, chan error) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t.Cleanup(func() {
+		cleanupRun(t, cmd, done, invocations)
+		if after != nil {
+			after()
+		}
+	})
+	seen := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == line {
+				close(seen)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-seen:
+	case err := <-done:
+		t.Fatalf("raystep exited before its job ran: %v\n%s", err, stderr.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the job did not start within 3 minutes:\n%s", stderr.String())
+	}
+	return stderr, done
 }
 
 // assertHeadGone checks that nothing of a private head is left: its
