@@ -111,7 +111,7 @@ func (m *monitor) onEvent(obj any, deleted bool) {
 		return
 	}
 	m.update(func(a *afterUnlock) {
-		if fatalEvent(ev.Reason) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
+		if fatalEvent(ev.Reason, ev.Message) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
 			m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ev.Reason,
 				Message: ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name + ": " + ev.Message}
 			m.broadcast()
@@ -140,12 +140,16 @@ func deploymentStatus(job *rayv1.RayJob) string {
 // fatalEvent reports whether a KubeRay warning means the RayCluster will
 // not come up until someone changes something: failing at once beats
 // waiting for timeouts.provision. (A warning that may clear by itself,
-// such as a quota that frees up, only shows as a warning.)
-func fatalEvent(reason string) bool {
+// such as a quota that frees up, only shows as a warning.) A pod the API
+// server refused for Pod Security is such a warning: KubeRay would try
+// the same spec again and again.
+func fatalEvent(reason, message string) bool {
 	switch reason {
 	case "AutoscalerServiceAccountNotFound", "InvalidRayClusterSpec", "InvalidRayClusterMetadata",
 		"InvalidRayJobSpec", "InvalidRayJobMetadata":
 		return true
+	case "FailedToCreateHeadPod", "FailedToCreateWorkerPod":
+		return strings.Contains(message, "violates PodSecurity")
 	}
 	return false
 }

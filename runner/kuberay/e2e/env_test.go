@@ -95,10 +95,26 @@ func nodes(p *schemas.Profile) []cluster.NodeSpec {
 	}}}
 }
 
-// namespace creates a namespace for one test and deletes it afterwards.
+// restricted returns the Pod Security Admission labels of every test
+// namespace: the API server enforces, warns about and audits the
+// restricted standard at the newest version it knows, so every pod KubeRay
+// makes for a step is admitted only if it is restricted.
+func restricted() map[string]string {
+	return map[string]string{
+		"pod-security.kubernetes.io/enforce":         "restricted",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+		"pod-security.kubernetes.io/warn":            "restricted",
+		"pod-security.kubernetes.io/warn-version":    "latest",
+		"pod-security.kubernetes.io/audit":           "restricted",
+		"pod-security.kubernetes.io/audit-version":   "latest",
+	}
+}
+
+// namespace creates a namespace for one test, enforcing the restricted
+// Pod Security Standard, and deletes it afterwards.
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: restricted()}}
 	if err := shared.k8s.Client.Create(t.Context(), ns); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
