@@ -210,6 +210,7 @@ func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) 
 			}
 		}
 	}
+	checkPodSecurity(file, pos, errs, spec["podSecurity"])
 	limits, _ := spec["limits"].(map[string]any)
 	if d, ok := limits["maxRunTimeout"].(string); ok {
 		if _, msg := parseDuration(d); msg != "" {
