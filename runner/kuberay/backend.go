@@ -117,6 +117,8 @@ type Backend struct {
 	// Customize, if set, changes each RayJob after Build and before it is
 	// created, for what the profile cannot express (an admission
 	// controller's pod annotations; tests use it to make kwok fail a pod).
+	// The profile's checks do not see its changes; the API server's Pod
+	// Security admission does, and a Ray pod it refuses fails the step.
 	Customize func(job *rayv1.RayJob)
 }
 
