@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestPodSecurityAdmitted(t *testing.T) {
 	for kind, names := range want {
 		p := pods[kind]
 		if p == nil {
-			t.Fatalf("no %s pod was admitted; pods: %v", kind, pods)
+			t.Fatalf("no %s pod was admitted; pods by node type: %v", kind, slices.Sorted(maps.Keys(pods)))
 		}
 		if diff := cmp.Diff(names, containerNames(p)); diff != "" {
 			t.Errorf("%s pod %s containers, init first (-want +got):\n%s", kind, p.Name, diff)
