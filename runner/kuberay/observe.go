@@ -140,9 +140,9 @@ func deploymentStatus(job *rayv1.RayJob) string {
 // fatalEvent reports whether a KubeRay warning means the RayCluster will
 // not come up until someone changes something: failing at once beats
 // waiting for timeouts.provision. (A warning that may clear by itself,
-// such as a quota that frees up, only shows as a warning.) So is a Ray
-// pod the API server refused for Pod Security or as invalid: KubeRay
-// tries the same spec again and again.
+// such as a quota that frees up, only shows as a warning.) A Ray pod the
+// API server refused for Pod Security or as invalid is fatal too: KubeRay
+// only tries the same spec again and again.
 func fatalEvent(reason, message string) bool {
 	switch reason {
 	case "AutoscalerServiceAccountNotFound", "InvalidRayClusterSpec", "InvalidRayClusterMetadata",
