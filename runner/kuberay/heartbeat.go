@@ -88,12 +88,11 @@ func (h *heartbeat) lease() *coordinationv1.Lease {
 }
 
 // start takes the Lease (creating it, or taking it over from a killed
-// attempt) and renews it every interval until stop. A failure is a
-// warning, never the step's end: gc only acts after minutes without one.
-// A request the API server refuses (see refused) is the step's end: start
-// returns it when taking the Lease, and a refused renewal goes to fail,
-// since gc would delete the RayJob of a step that cannot keep its
-// heartbeat.
+// attempt) and renews it every interval until stop. A request the API
+// server refuses (see refused) ends the step, since gc would delete the
+// RayJob of a step that cannot keep its heartbeat: start returns it when
+// taking the Lease, a refused renewal goes to fail. Any other failure is
+// a warning: gc only acts after minutes without a renewal.
 func (h *heartbeat) start(ctx context.Context, fail func(error)) error {
 	err := h.acquire(ctx)
 	if refused(err) {
