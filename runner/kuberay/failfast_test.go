@@ -309,7 +309,7 @@ func TestForbiddenWatches(t *testing.T) {
 				await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
 				f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
 			}
-			want := "watch " + map[string]string{"rayjobs": "RayJobs", "pods": "Pods", "events": "Events"}[tt.resource] + " of RayJob " + c.Name()
+			want := map[string]string{"rayjobs": "watch RayJob ", "pods": "watch Pods of RayJob ", "events": "watch Events of RayJob "}[tt.resource] + c.Name()
 			if err := c.Ready(t.Context()); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Ready = %v, want Forbidden saying %q", err, want)
 			}

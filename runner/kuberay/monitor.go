@@ -148,7 +148,11 @@ func (m *monitor) watchFailed(obj runtime.Object, err error) {
 	}
 	kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
 	m.set(func() {
-		if m.denied == nil {
+		switch {
+		case m.denied != nil:
+		case kind == "RayJob":
+			m.denied = fmt.Errorf("watch RayJob %s/%s: %w", m.ns, m.name, err)
+		default:
 			m.denied = fmt.Errorf("watch %ss of RayJob %s/%s: %w", kind, m.ns, m.name, err)
 		}
 		_, isEvent := obj.(*corev1.Event)

@@ -35,7 +35,12 @@ const rbacFile = "../../../examples/k8s/rbac.yaml"
 // permission is one verb of one rule of rbacFile's Role.
 type permission struct{ group, resource, verb string }
 
-func (p permission) String() string { return p.verb + " " + p.resource + "." + p.group }
+func (p permission) String() string {
+	if p.group == "" {
+		return p.verb + " " + p.resource
+	}
+	return p.verb + " " + p.resource + "." + p.group
+}
 
 // forbidden is how the API server's RBAC names p when it refuses it in ns.
 func (p permission) forbidden(ns string) string {
@@ -197,16 +202,19 @@ func (a stepAction) String() string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{a.noWatchList, "no watch-list"}, {a.portForward, "port-forward"}, {a.heartbeat > 0, "fast heartbeat"},
-		{a.before != nil, "after a killed attempt"}} {
+	}{{a.noWatchList, "no watch-list"}, {a.portForward, "port-forward"}, {a.heartbeat > 0, "fast heartbeat"}} {
 		if f.on {
 			with = append(with, f.name)
 		}
 	}
-	if len(with) == 0 {
-		return "step"
+	s := "step"
+	if len(with) > 0 {
+		s += " with " + strings.Join(with, ", ")
 	}
-	return "step with " + strings.Join(with, ", ")
+	if a.before != nil {
+		s += " after a killed attempt"
+	}
+	return s
 }
 
 func (a stepAction) do(t *testing.T, ns string, notify kuberay.Notify) error {
