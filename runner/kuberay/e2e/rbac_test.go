@@ -79,7 +79,7 @@ var leastPrivilege = []struct {
 	{permission{"coordination.k8s.io", "leases", "create"}, stepAction{}},
 	{permission{"coordination.k8s.io", "leases", "get"}, stepAction{before: previousLease}},    // a killed attempt's heartbeat
 	{permission{"coordination.k8s.io", "leases", "update"}, stepAction{before: previousLease}}, // taken over
-	{permission{"coordination.k8s.io", "leases", "patch"}, stepAction{heartbeat: 50 * time.Millisecond, endless: true}},
+	{permission{"coordination.k8s.io", "leases", "patch"}, stepAction{heartbeat: 50 * time.Millisecond, set: []string{endless}}},
 	{permission{"coordination.k8s.io", "leases", "list"}, gcAction{}},
 }
 
@@ -171,6 +171,10 @@ func otherRefusals(msg, want string) []string {
 	return other
 }
 
+// endless is a job that only ends when the step fails, so the job cannot
+// finish before the failure under test shows.
+const endless = `spec.entrypoint=python -c "import time; time.sleep(3600)"`
+
 // action is something raystep does as ns/raystep; notify, if set, also
 // gets a step's notices.
 type action interface {
@@ -187,8 +191,8 @@ type stepAction struct {
 	portForward bool
 	// heartbeat is the Lease renewal interval; zero is the default.
 	heartbeat time.Duration
-	// endless runs a job that only ends when the step fails.
-	endless bool
+	// set overrides fields of testdata/step.yaml (path=value).
+	set []string
 	// before makes, as the admin, what a previous attempt of the step left
 	// (its RayJob, or its Lease) just before the step creates its RayJob.
 	before func(t *testing.T, job *rayv1.RayJob)
@@ -219,11 +223,7 @@ func (a stepAction) String() string {
 
 func (a stepAction) do(t *testing.T, ns string, notify kuberay.Notify) error {
 	t.Cleanup(func() { clearNamespace(t, ns) })
-	var set []string
-	if a.endless {
-		set = append(set, `spec.entrypoint=python -c "import time; time.sleep(3600)"`)
-	}
-	b := backend(t, spec(t, set...), ns, asServiceAccount(ns), nil)
+	b := backend(t, spec(t, a.set...), ns, asServiceAccount(ns), nil)
 	if a.noWatchList {
 		b.Kube, b.Ray = kubeNoWatchList{b.Kube}, rayNoWatchList{b.Ray}
 	}
