@@ -16,6 +16,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -485,6 +486,7 @@ func without(p permission) func(rules []any) []any {
 // Role's rules changed by edit, and deletes them after the test.
 func applyRBAC(t *testing.T, ns string, edit func(rules []any) []any) {
 	t.Helper()
+	var granted permission
 	for _, obj := range rbacObjects(t) {
 		obj.SetNamespace(ns)
 		if subjects, ok := obj.Object["subjects"].([]any); ok {
@@ -494,6 +496,7 @@ func applyRBAC(t *testing.T, ns string, edit func(rules []any) []any) {
 		}
 		if rules, ok := obj.Object["rules"].([]any); ok {
 			obj.Object["rules"] = edit(rules)
+			granted = firstPermission(obj.Object["rules"].([]any))
 		}
 		if err := shared.k8s.Client.Create(t.Context(), obj); err != nil {
 			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
@@ -503,6 +506,40 @@ func applyRBAC(t *testing.T, ns string, edit func(rules []any) []any) {
 				t.Errorf("delete %s %s/%s: %v", obj.GetKind(), ns, obj.GetName(), err)
 			}
 		})
+	}
+	awaitGranted(t, ns, granted)
+}
+
+// firstPermission is the first verb of the first rule.
+func firstPermission(rules []any) permission {
+	rule := rules[0].(map[string]any)
+	return permission{stringsOf(rule["apiGroups"])[0], stringsOf(rule["resources"])[0], stringsOf(rule["verbs"])[0]}
+}
+
+// awaitGranted waits until the API server's authorizer, which learns of
+// Roles and RoleBindings by watch, lets ns/raystep do p: from then on the
+// Role just created is in force.
+func awaitGranted(t *testing.T, ns string, p permission) {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(asServiceAccount(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource, sub, _ := strings.Cut(p.resource, "/")
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: p.verb, Group: p.group, Resource: resource, Subresource: sub}}}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err == nil && got.Status.Allowed {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s/raystep is still not allowed to %s after 30s: %v", ns, p, err)
+		case <-time.After(20 * time.Millisecond): // the authorizer's cache has no event to wait on from here
+		}
 	}
 }
 
