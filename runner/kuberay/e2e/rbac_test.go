@@ -194,6 +194,10 @@ type stepAction struct {
 	heartbeat time.Duration
 	// set overrides fields of testdata/step.yaml (path=value).
 	set []string
+	// change, if set, changes the backend before the step runs: a profile
+	// that turns a feature on (token auth, a Kueue queue) is its copy of
+	// b.Profile.
+	change func(b *kuberay.Backend)
 	// before makes, as the admin, what a previous attempt of the step left
 	// (its RayJob, or its Lease) just before the step creates its RayJob.
 	before func(t *testing.T, job *rayv1.RayJob)
@@ -237,6 +241,9 @@ func (a stepAction) do(t *testing.T, ns string, notify kuberay.Notify) error {
 		if a.before != nil {
 			a.before(t, job)
 		}
+	}
+	if a.change != nil {
+		a.change(b)
 	}
 	if notify != nil {
 		logged := b.Notify
