@@ -49,9 +49,9 @@ func (p permission) forbidden(ns string) string {
 }
 
 // leastPrivilege is the table of TestLeastPrivilege: for every verb of
-// every rule of the Role, what raystep does that needs it. A rule a
-// helper adds to rbacFile is one entry more (TestLeastPrivilege fails
-// until it has one). Where one verb is used on several paths, the entry
+// every rule of the Role, what raystep does that needs it. A rule added
+// to rbacFile is one entry more (TestLeastPrivilege fails until it has
+// one). Where one verb is used on several paths, the entry
 // takes the one a user meets first; list has two, because a step only
 // lists where the API server does not stream a watch's initial state
 // (WatchList: off in Kubernetes 1.33 and before 1.32), and ls and gc list
@@ -65,8 +65,8 @@ var leastPrivilege = []struct {
 	{permission{"ray.io", "rayjobs", "list"}, lsAction{}},
 	{permission{"ray.io", "rayjobs", "list"}, stepAction{noWatchList: true}},
 	{permission{"ray.io", "rayjobs", "watch"}, stepAction{}},
-	{permission{"ray.io", "rayjobs", "patch"}, stepAction{}}, // spec.jobId; gc's delete is teardown's verb
-	{permission{"ray.io", "rayjobs", "delete"}, stepAction{leaves: true}},
+	{permission{"ray.io", "rayjobs", "patch"}, stepAction{}},              // spec.jobId
+	{permission{"ray.io", "rayjobs", "delete"}, stepAction{leaves: true}}, // teardown's, as gc's
 	{permission{"ray.io", "rayclusters", "list"}, stepAction{noWatchList: true}},
 	{permission{"ray.io", "rayclusters", "watch"}, stepAction{}},
 	{permission{"", "pods", "list"}, stepAction{noWatchList: true}},
