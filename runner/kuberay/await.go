@@ -21,6 +21,7 @@ type view struct {
 	ready    bool
 	leaving  bool
 	denied   error
+	blind    bool
 	fatal    error
 }
 
@@ -29,7 +30,7 @@ type view struct {
 func (m *monitor) snapshot() (view, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, fatal: m.fatal}
+	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal}
 	for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 		v.pods = append(v.pods, m.pods[k])
 	}

@@ -163,7 +163,9 @@ func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner
 	c.mon.start()
 	if got.UID != "" { // always, but from the API server
 		c.hb = b.newHeartbeat(got)
-		c.hb.start(ctx)
+		if err := c.hb.start(ctx, c.report); err != nil {
+			return c, err // teardown deletes the RayJob
+		}
 	}
 	return c, nil
 }

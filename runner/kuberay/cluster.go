@@ -149,6 +149,9 @@ func (c *Cluster) awaitGone(ctx context.Context) error {
 	var last view
 	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
 		last = v
+		if v.blind { // the delete was issued, but nothing shows it done
+			return false, v.denied, 0
+		}
 		return v.gone() && len(v.pods) == 0, nil, 0
 	})
 	if err != nil {

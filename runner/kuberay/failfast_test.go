@@ -276,9 +276,10 @@ func TestTeardownKeep(t *testing.T) {
 	}
 }
 
-// TestForbiddenWatches: a refused RayJob watch fails Ready at once; a
-// refused pod watch is a warning (fail-fast on pods is off) and Ready
-// still follows the RayJob.
+// TestForbiddenWatches: a refused list of RayJobs, pods or events fails
+// Ready at once with the API server's Forbidden; teardown, which cannot
+// see RayJobs or pods go without their watch, says so at once instead of
+// waiting for its deadline.
 func TestForbiddenWatches(t *testing.T) {
 	t.Parallel()
 	forbid := func(resource string) k8stesting.ReactionFunc {
@@ -286,32 +287,38 @@ func TestForbiddenWatches(t *testing.T) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("RBAC: access denied"))
 		}
 	}
-	t.Run("rayjobs", func(t *testing.T) {
-		t.Parallel()
-		f := newFakes(t)
-		f.ray.PrependReactor("list", "rayjobs", forbid("rayjobs"))
-		cl, err := f.b.Provision(t.Context(), request(0), f.sink())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := cl.(*Cluster)
-		defer c.mon.stop()
-		if err := c.Ready(t.Context()); !apierrors.IsForbidden(err) {
-			t.Fatalf("Ready = %v, want Forbidden", err)
-		}
-	})
-	t.Run("pods", func(t *testing.T) {
-		t.Parallel()
-		f := newFakes(t)
-		f.kube.PrependReactor("list", "pods", forbid("pods"))
-		c := f.provision(t, request(0))
-		f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
-		f.awaitNote(t, "WARNING cannot watch Pod in "+testNS)
-		f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
-		if err := c.Ready(t.Context()); err != nil {
-			t.Fatalf("Ready: %v", err)
-		}
-	})
+	for _, tt := range []struct {
+		resource  string
+		blindGone bool // teardown cannot see it go
+	}{{"rayjobs", true}, {"pods", true}, {"events", false}} {
+		t.Run(tt.resource, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes(t)
+			if tt.resource == "rayjobs" {
+				f.ray.PrependReactor("list", tt.resource, forbid(tt.resource))
+			} else {
+				f.kube.PrependReactor("list", tt.resource, forbid(tt.resource))
+			}
+			cl, err := f.b.Provision(t.Context(), request(0), f.sink())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cl.(*Cluster)
+			t.Cleanup(c.mon.stop)
+			if tt.resource == "pods" {
+				await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
+				f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
+			}
+			want := map[string]string{"rayjobs": "watch RayJob ", "pods": "watch Pods of RayJob ", "events": "watch Events of RayJob "}[tt.resource] + c.Name()
+			if err := c.Ready(t.Context()); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Ready = %v, want Forbidden saying %q", err, want)
+			}
+			err = c.Teardown(t.Context(), false)
+			if got := apierrors.IsForbidden(err); got != tt.blindGone {
+				t.Fatalf("Teardown = %v, want Forbidden %v", err, tt.blindGone)
+			}
+		})
+	}
 }
 
 // TestFatalKubeRayEvent: KubeRay's warning that the head's service account

@@ -88,10 +88,17 @@ func (h *heartbeat) lease() *coordinationv1.Lease {
 }
 
 // start takes the Lease (creating it, or taking it over from a killed
-// attempt) and renews it every interval until stop. A failure is a
-// warning, never the step's end: gc only acts after minutes without one.
-func (h *heartbeat) start(ctx context.Context) {
-	h.renewed(h.acquire(ctx))
+// attempt) and renews it every interval until stop. A request the API
+// server refuses (see refused) ends the step, since gc would delete the
+// RayJob of a step that cannot keep its heartbeat: start returns it when
+// taking the Lease, a refused renewal goes to fail. Any other failure is
+// a warning: gc only acts after minutes without a renewal.
+func (h *heartbeat) start(ctx context.Context, fail func(error)) error {
+	err := h.acquire(ctx)
+	if refused(err) {
+		return err
+	}
+	h.renewed(err)
 	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	h.done = make(chan struct{})
 	go func() {
@@ -103,10 +110,15 @@ func (h *heartbeat) start(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				h.renewed(h.renew(ctx))
+				if err := h.renew(ctx); refused(err) {
+					fail(err)
+				} else {
+					h.renewed(err)
+				}
 			}
 		}
 	}()
+	return nil
 }
 
 // acquire creates the Lease or takes over the one a previous attempt of
@@ -164,7 +176,7 @@ func (h *heartbeat) renewed(err error) {
 		h.notify.warn(fmt.Sprintf("%v: `raystep gc` deletes this step's RayJob once its heartbeat is %s old (by default); retrying every %s",
 			err, DefaultHeartbeatGrace, h.interval))
 	case err != nil && !h.failed:
-		h.notify.warn(fmt.Sprintf("%v: without it `raystep gc` goes by this step's deadlines only (the Role needs the leases rule of examples/k8s/rbac.yaml); retrying every %s",
+		h.notify.warn(fmt.Sprintf("%v: until it is written `raystep gc` goes by this step's deadlines only; retrying every %s",
 			err, h.interval))
 	case err == nil && h.failed:
 		h.notify.info(fmt.Sprintf("heartbeat Lease %s/%s renewed again", h.ns, h.name))

@@ -205,29 +205,45 @@ func TestHeartbeatLeaseGoneIsRecreated(t *testing.T) {
 	}
 }
 
-// TestHeartbeatForbidden: without the leases permission the step warns
-// once, naming what gc does instead, and carries on.
+// TestHeartbeatForbidden: a step whose Lease create is refused fails
+// Provision with the API server's Forbidden (and hands back its cluster for
+// teardown); one whose renewal is refused reports it on Failures.
 func TestHeartbeatForbidden(t *testing.T) {
 	t.Parallel()
-	f := newFakes(t)
-	f.b.HeartbeatInterval = time.Millisecond
 	forbidden := func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("RBAC: access denied"))
 	}
-	f.kube.PrependReactor("create", "leases", forbidden)
-	f.kube.PrependReactor("patch", "leases", forbidden)
-	c := f.provision(t, request(0))
-	f.awaitNote(t, "WARNING create heartbeat Lease "+c.Name()+": leases.coordination.k8s.io is forbidden: RBAC: access denied: without it `raystep gc` goes by this step's deadlines only")
-	if err := c.Teardown(t.Context(), false); err != nil {
-		t.Fatal(err)
-	}
-	warnings := 0
-	for _, n := range f.allNotes() {
-		if strings.HasPrefix(n, "WARNING") {
-			warnings++
+	t.Run("create", func(t *testing.T) {
+		t.Parallel()
+		f := newFakes(t)
+		f.kube.PrependReactor("create", "leases", forbidden)
+		cl, err := f.b.Provision(t.Context(), request(0), f.sink())
+		if want := "create heartbeat Lease " + testNS + "/"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Provision = %v, want Forbidden saying %q", err, want)
 		}
-	}
-	if warnings != 1 {
-		t.Errorf("%d warnings, want 1: %q", warnings, f.allNotes())
-	}
+		if cl == nil {
+			t.Fatal("Provision returned no cluster to tear down")
+		}
+		if err := cl.Teardown(t.Context(), false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("renew", func(t *testing.T) {
+		t.Parallel()
+		f := newFakes(t)
+		f.b.HeartbeatInterval = time.Millisecond
+		f.kube.PrependReactor("patch", "leases", forbidden)
+		c := f.provision(t, request(0))
+		select {
+		case err := <-c.Failures():
+			if want := "renew heartbeat Lease " + c.Name(); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("failure = %v, want Forbidden saying %q", err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no failure 10s after the renewals were refused")
+		}
+		if err := c.Teardown(t.Context(), false); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

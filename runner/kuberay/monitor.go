@@ -10,7 +10,6 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -60,7 +59,8 @@ type monitor struct {
 	changed  chan struct{}
 	warned   map[string]bool
 	isReady  bool  // Ready succeeded: problems on workers are warnings now
-	denied   error // the RayJob watch was refused
+	denied   error // a list or watch was refused
+	blind    bool  // the refused one is of RayJobs or pods: teardown cannot see them go
 	fatal    error // a KubeRay warning that provisioning cannot succeed
 	started  time.Time
 	leaving  bool // Teardown started: a deleted RayJob is expected
@@ -103,9 +103,11 @@ func (m *monitor) watchPods(rc string) {
 }
 
 // run runs an informer until the monitor stops. onSync, if set, is called
-// once the informer has listed. A watch the API server forbids is fatal
-// for the RayJob (nothing could be followed) and a warning for the rest
-// (failing fast or surfacing events is off).
+// once the informer has listed. A list or watch the API server refuses
+// fails the step (see refused): without the RayJob nothing is followed,
+// without the pods Unschedulable and crash-looping pods go unseen and
+// teardown cannot tell when they are gone, without the events KubeRay's
+// fatal warnings do.
 func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on func(obj any, deleted bool), onSync func()) {
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, cache.SharedIndexInformerOptions{})
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -138,21 +140,24 @@ func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on fu
 	}
 }
 
-// watchFailed records a watch of obj's kind the API server refuses.
+// watchFailed records the first list or watch of obj's kind the API
+// server refuses.
 func (m *monitor) watchFailed(obj runtime.Object, err error) {
-	if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+	if !refused(err) {
 		return
 	}
-	if _, ok := obj.(*rayv1.RayJob); ok {
-		m.set(func() {
-			if m.denied == nil {
-				m.denied = fmt.Errorf("watch RayJob %s/%s: %w", m.ns, m.name, err)
-			}
-		})
-		return
-	}
-	kind := fmt.Sprintf("%T", obj)
-	m.warnOnce(fmt.Sprintf("cannot watch %s in %s (%v): raystep will not see them", strings.TrimPrefix(kind, "*v1."), m.ns, err), "denied/"+kind)
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+	m.set(func() {
+		switch {
+		case m.denied != nil:
+		case kind == "RayJob":
+			m.denied = fmt.Errorf("watch RayJob %s/%s: %w", m.ns, m.name, err)
+		default:
+			m.denied = fmt.Errorf("watch %ss of RayJob %s/%s: %w", kind, m.ns, m.name, err)
+		}
+		_, isEvent := obj.(*corev1.Event)
+		m.blind = m.blind || !isEvent
+	})
 }
 
 // stop ends every watch and waits for them.

@@ -35,9 +35,28 @@ func selected[L runtime.Object](c listWatcher[L], narrow func(*metav1.ListOption
 // watchGone returns once the object name of the client's namespace does not
 // exist, watching for its deletion when it still does. clientset is the
 // clientset behind client (it tells whether the client supports watch-list).
+// A list or watch the API server refuses ends it with that error at once
+// (see refused) instead of being retried until ctx ends.
 func watchGone[L runtime.Object](ctx context.Context, client listWatcher[L], clientset any, name string, obj runtime.Object) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := selected(client, func(o *metav1.ListOptions) { o.FieldSelector = sel })
+	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := list(ctx, o)
+		if refused(err) {
+			cancel(err)
+		}
+		return l, err
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		if refused(err) {
+			cancel(err)
+		}
+		return w, err
+	}
 	named := func(o any) bool {
 		m, err := metaName(o)
 		return err == nil && m == name
@@ -52,6 +71,9 @@ func watchGone[L runtime.Object](ctx context.Context, client listWatcher[L], cli
 			return true, nil
 		},
 		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted && named(ev.Object), nil })
+	if cause := context.Cause(ctx); err != nil && refused(cause) {
+		return cause
+	}
 	return err
 }
 
