@@ -25,7 +25,7 @@ const dashboardPort = 8265
 // step fails when that does not work for PortForwardGiveUp).
 func (c *Cluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
 	o := c.b.Dashboard
-	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: o.Token, CAFile: o.CAFile}
+	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: c.token, CAFile: o.CAFile}
 	if o.URL != "" {
 		return d, nil
 	}
