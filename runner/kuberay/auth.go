@@ -4,13 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/runner"
 )
 
 // Ray's token authentication (profile spec.rayAuth.mode: token). Build
@@ -96,8 +102,40 @@ func (c *Cluster) authorize(ctx context.Context, job *rayv1.RayJob, attached boo
 	default:
 		return fmt.Errorf("create token Secret %s/%s for RayJob %s: %w", job.Namespace, secret.Name, c.Name(), err)
 	}
-	c.token = token
+	c.token, c.secret = token, secret.Name
 	return nil
+}
+
+// checkToken asks the dashboard for Ray's version with the token, so
+// that a cluster whose Ray runs with another token fails at once, naming
+// the token's Secret (Ray answers 403 to a wrong token, 401 to none).
+func (c *Cluster) checkToken(ctx context.Context, d runner.Dashboard) error {
+	if c.secret == "" {
+		return nil
+	}
+	rc, err := raysubmit.New(raysubmit.Config{BaseURL: d.URL, Headers: d.Headers, Token: d.Token, CAFile: d.CAFile, UserAgent: "raystep"})
+	if err != nil {
+		return fmt.Errorf("ray jobs client for %s: %w", d.URL, err)
+	}
+	_, err = rc.Version(ctx)
+	var api *raysubmit.APIError
+	if !errors.As(err, &api) || api.StatusCode != http.StatusUnauthorized && api.StatusCode != http.StatusForbidden {
+		return nil // the Jobs client that follows says what else went wrong
+	}
+	from := "a fresh token"
+	if c.b.Dashboard.Token != "" {
+		from = "RAYSTEP_DASHBOARD_TOKEN"
+	}
+	where := "did the cluster's pods start with RAY_AUTH_TOKEN from that Secret?"
+	if c.b.Dashboard.URL != "" {
+		where = "is RAYSTEP_DASHBOARD_URL the dashboard of this RayJob's cluster?"
+	}
+	shown := d.PublicURL
+	if shown == "" {
+		shown = d.URL
+	}
+	return fmt.Errorf("dashboard %s refused raystep's token (HTTP %d: %s): the cluster's Ray does not run with the token raystep put in Secret %s/%s (%s): %s",
+		shown, api.StatusCode, strings.TrimSpace(api.Body), c.ns, c.secret, from, where)
 }
 
 // readToken reads the token of a RayJob this step re-attaches to from

@@ -2,8 +2,11 @@ package kuberay
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,6 +95,23 @@ func TestNewAuthTokenIsRandom(t *testing.T) {
 	}
 }
 
+// rayHead serves GET /api/version as a Ray dashboard with token auth
+// does, for the token that token holds when the request comes.
+func rayHead(t *testing.T, token *atomic.Value) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("Authorization") {
+		case "":
+			http.Error(w, "Unauthorized: Missing authentication token", http.StatusUnauthorized)
+		case "Bearer " + token.Load().(string):
+			_, _ = w.Write([]byte(`{"version": "4", "ray_version": "2.60.0"}`))
+		default:
+			http.Error(w, "Forbidden: Invalid authentication token", http.StatusForbidden)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // tokenFakes are fakes whose profile turns token auth on.
 func tokenFakes(t *testing.T, token string, objs ...runtime.Object) *fakes {
 	f := newFakes(t, objs...)
@@ -121,15 +141,26 @@ func TestProvisionCreatesTokenSecret(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := tokenFakes(t, tt.fixed)
+			var headToken atomic.Value // the token the "head" runs with
+			headToken.Store("")
+			f.b.Dashboard.URL = rayHead(t, &headToken)
 			req := request(0)
 			c := f.provision(t, req)
 			token := f.secretToken(t, req.ID)
 			if token == "" || tt.fixed != "" && token != tt.fixed {
 				t.Fatalf("Secret token %q, want %q or a fresh one", token, tt.fixed)
 			}
+			headToken.Store(token)
 			d, err := c.Dashboard(t.Context())
 			if err != nil || d.Token != token {
 				t.Errorf("Dashboard() = token %q, %v; want the Secret's", d.Token, err)
+			}
+			headToken.Store("another")
+			_, err = c.Dashboard(t.Context())
+			want := "refused raystep's token (HTTP 403: Forbidden: Invalid authentication token): the cluster's Ray does not run with the token raystep put in Secret " +
+				testNS + "/" + AuthSecretName(req.ID)
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), token) {
+				t.Errorf("Dashboard() with a head on another token = %v, want %q and no token", err, want)
 			}
 			for _, n := range f.allNotes() {
 				if strings.Contains(n, token) {

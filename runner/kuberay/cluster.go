@@ -28,6 +28,7 @@ type Cluster struct {
 	hb       *heartbeat // nil when the RayJob's UID is unknown
 	failures chan error
 	token    string // for the dashboard; see authorize
+	secret   string // the token Secret's name, when raystep made the token
 
 	mu  sync.Mutex
 	fwd *forward // the dashboard port-forward, if any
