@@ -105,6 +105,9 @@ func TestTokenAuthStepSucceeds(t *testing.T) {
 	awaitSecretGone(t, ns, secretName)
 	nothingLeft(t, ns)
 	noToken(t, ns, head.Token(), map[string]string{"raystep's output": out.String()})
+	d := got.res.Durations
+	t.Logf("FIGURES token auth step: provision %s, dashboard %s, run %s, teardown %s",
+		d[runner.PhaseProvision], d[runner.PhaseDashboard], d[runner.PhaseRun], d[runner.PhaseTeardown])
 }
 
 // TestTokenAuthWrongTokenBinary: the built raystep, under Dagster Pipes,
@@ -128,6 +131,7 @@ func TestTokenAuthWrongTokenBinary(t *testing.T) {
 		t.Fatalf("raystep exited %d, want 3\n%s", code, p.out.String())
 	}
 	output := p.out.String()
+	t.Logf("raystep's output:\n%s", output)
 	want := "refused raystep's token (HTTP 403"
 	if !strings.Contains(output, want) || !strings.Contains(output, kuberay.AuthSecretName(s.id)) {
 		t.Errorf("output lacks %q naming Secret %s:\n%s", want, kuberay.AuthSecretName(s.id), output)
