@@ -188,10 +188,12 @@ func TestProvisionReattachForbiddenToReadSecret(t *testing.T) {
 	t.Parallel()
 	f := tokenFakes(t, "")
 	req := request(0)
-	f.provision(t, req)
+	// Reactors are set before the clientset is in use: the Role allows
+	// no get on secrets, which only the re-attach tries.
 	f.kube.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), AuthSecretName(req.ID), errors.New(`User "raystep" cannot get resource "secrets"`))
 	})
+	f.provision(t, req)
 	cl, err := f.b.Provision(t.Context(), req, f.sink())
 	if cl == nil {
 		t.Fatal("Provision returned no cluster to tear down")
