@@ -117,6 +117,7 @@ func (c *Cluster) checkToken(ctx context.Context, d runner.Dashboard) error {
 	if err != nil {
 		return fmt.Errorf("ray jobs client for %s: %w", d.URL, err)
 	}
+	rc.HTTP.RetryMax = 0 // one look: retrying an unreachable dashboard is the Jobs client's job
 	_, err = rc.Version(ctx)
 	var api *raysubmit.APIError
 	if !errors.As(err, &api) || api.StatusCode != http.StatusUnauthorized && api.StatusCode != http.StatusForbidden {

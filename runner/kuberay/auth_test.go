@@ -2,6 +2,7 @@ package kuberay
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -248,5 +249,36 @@ func TestRenderShowsTokenSecret(t *testing.T) {
 		if regexp.MustCompile(`(?m)^\s*"?(data|stringData|uid)"?:`).MatchString(s) {
 			t.Errorf("%s render shows data or an empty uid:\n%s", format, s)
 		}
+	}
+}
+
+// TestCheckTokenLeavesOtherFailuresToTheJobsClient: a dashboard that
+// drops the connection is not a token problem: one look, no error.
+func TestCheckTokenLeavesOtherFailuresToTheJobsClient(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conn.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	f := tokenFakes(t, "")
+	f.b.Dashboard.URL = "http://" + ln.Addr().String()
+	c := f.provision(t, request(0))
+	if _, err := c.Dashboard(t.Context()); err != nil {
+		t.Errorf("Dashboard() = %v, want no error: the Jobs client reports a dashboard that does not answer", err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the token check connected %d times, want once", n)
 	}
 }
