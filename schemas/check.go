@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -85,6 +86,7 @@ func (c *checker) cluster(cluster map[string]any) {
 	if img, ok := cluster["image"].(string); ok && img != "" {
 		c.image(img, cluster["rayVersion"])
 	}
+	c.rayAuth(cluster["rayVersion"])
 	head, _ := cluster["head"].(map[string]any)
 	for _, k := range []string{"cpus", "memory"} {
 		c.positiveQuantity("/spec/cluster/head/"+k, head[k])
@@ -115,6 +117,37 @@ func (c *checker) image(img string, rayVersion any) {
 			c.add("/spec/cluster/image", "image tag says Ray %s but rayVersion is %q", m, rv)
 		}
 	}
+}
+
+// rayAuth refuses a Ray too old for the token authentication the profile
+// turns on.
+func (c *checker) rayAuth(rayVersion any) {
+	rv, ok := rayVersion.(string)
+	if !ok || !c.profile.Spec.RayAuth.Token() || !versionBelow(rv, MinTokenAuthRayVersion) {
+		return
+	}
+	c.add("/spec/cluster/rayVersion", "Ray %s has no token authentication, which profile %s turns on (spec.rayAuth.mode: token): use rayVersion %s or newer",
+		rv, c.profile.Metadata.Name, MinTokenAuthRayVersion)
+}
+
+// versionBelow reports whether the version a ("x.y.z") is older than b;
+// a malformed a (the schema reports it) is not.
+func versionBelow(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(pa) != 3 {
+		return false
+	}
+	for i := range 3 {
+		x, errA := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if errA != nil {
+			return false
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }
 
 func (c *checker) worker(base string, w map[string]any) {

@@ -47,8 +47,27 @@ type ProfileSpec struct {
 	// where such GPUs live.
 	GPUTypes    map[string]GPUType `json:"gpuTypes"`
 	PodSecurity PodSecurity        `json:"podSecurity"`
-	Limits      ProfileLimits      `json:"limits"`
+	// RayAuth turns on Ray's token authentication on KubeRay clusters.
+	RayAuth RayAuth       `json:"rayAuth,omitzero"`
+	Limits  ProfileLimits `json:"limits"`
 }
+
+// RayAuthToken is the RayAuth mode that turns Ray's token authentication on.
+const RayAuthToken = "token"
+
+// MinTokenAuthRayVersion is the oldest Ray release with token
+// authentication (KubeRay refuses authOptions for older ones).
+const MinTokenAuthRayVersion = "2.52.0"
+
+// RayAuth is Ray's authentication on the clusters raystep creates.
+type RayAuth struct {
+	// Mode is "token" (every Ray container gets RAY_AUTH_MODE=token and
+	// RAY_AUTH_TOKEN from a Secret raystep creates) or "disabled" (empty).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Token reports whether token authentication is on.
+func (a RayAuth) Token() bool { return a.Mode == RayAuthToken }
 
 // ImagePolicy says which container images specs may use.
 type ImagePolicy struct {

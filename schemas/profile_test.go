@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -93,5 +94,65 @@ func TestDefaultProfileMatchesSchema(t *testing.T) {
 	}
 	if diff := cmp.Diff(checked, p); diff != "" {
 		t.Errorf("DefaultProfile (-with schema +without):\n%s", diff)
+	}
+}
+
+// TestRayAuthNeedsRay252: a profile that turns on token auth refuses a
+// spec whose Ray is older than 2.52.0, at the spec's rayVersion, and
+// takes 2.52.0 and newer.
+func TestRayAuthNeedsRay252(t *testing.T) {
+	t.Parallel()
+	profile, err := ParseProfile("auth.yaml", []byte(`apiVersion: raystep.dev/v1alpha1
+kind: PlatformProfile
+metadata: {name: auth}
+spec:
+  namespace: ml
+  images: {allow: ["rayproject/ray:*"]}
+  gpuTypes: {a100: {resourceName: nvidia.com/gpu, nodeSelector: {pool: a100}}}
+  rayAuth: {mode: token}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !profile.Spec.RayAuth.Token() {
+		t.Fatalf("rayAuth = %+v, want token", profile.Spec.RayAuth)
+	}
+	spec := func(v string) []byte {
+		return []byte(`apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata: {name: s, owner: o}
+spec:
+  kind: train
+  entrypoint: python t.py
+  cluster: {rayVersion: "` + v + `", image: "rayproject/ray:` + v + `", head: {cpus: 1, memory: 1Gi}}
+`)
+	}
+	tests := []struct {
+		version, want string
+	}{
+		{"2.51.9", `s.yaml: /spec/cluster/rayVersion: Ray 2.51.9 has no token authentication, which profile auth turns on (spec.rayAuth.mode: token): use rayVersion 2.52.0 or newer`},
+		{"1.60.0", `s.yaml: /spec/cluster/rayVersion: Ray 1.60.0 has no token authentication, which profile auth turns on (spec.rayAuth.mode: token): use rayVersion 2.52.0 or newer`},
+		{"2.52.0", ""},
+		{"2.60.0", ""},
+		{"3.0.0", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			_, err := Parse("s.yaml", spec(tt.version), LoadOptions{Profile: profile})
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("Parse = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if _, err := ParseProfile("bad.yaml", []byte(`apiVersion: raystep.dev/v1alpha1
+kind: PlatformProfile
+metadata: {name: bad}
+spec: {namespace: ml, images: {allow: ["*"]}, gpuTypes: {a: {resourceName: r, nodeSelector: {p: a}}}, rayAuth: {mode: tokens}}
+`)); err == nil || !strings.Contains(err.Error(), "/spec/rayAuth/mode") {
+		t.Errorf("ParseProfile with mode tokens = %v, want an error at /spec/rayAuth/mode", err)
 	}
 }

@@ -26,7 +26,9 @@ func (a *app) renderCommand() *cobra.Command {
 		Short: "Print the KubeRay RayJob that run would create",
 		Long: `render validates the spec and prints the ray.io/v1 RayJob that
 "raystep run --backend kuberay" would create for it, byte for byte. The
-Dagster flags preview the name and labels a given step attempt gets.`,
+Dagster flags preview the name and labels a given step attempt gets. When
+the profile turns Ray's token authentication on (spec.rayAuth.mode:
+token), the Secret run creates for the token follows, without the token.`,
 		Example: "  raystep render -f examples/ads_ranking/train.yaml --profile examples/platform.yaml -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,7 +71,7 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	out, err := kuberay.Encode(job, o.output)
+	out, err := kuberay.EncodeWithSecret(job, o.output)
 	if err != nil {
 		return err
 	}

@@ -129,8 +129,10 @@ func (b *Backend) Name() string { return "kuberay" }
 
 // Provision creates the step's RayJob, named step.ID in step.Namespace, or
 // finds the one a previous attempt of the same step created (same step.ID,
-// checked by its labels) and carries on with it, then starts watching it;
-// what it and the cluster report goes to events. It does not wait for the
+// checked by its labels) and carries on with it, then creates its token
+// Secret when the profile turns Ray's token authentication on (see
+// auth.go) and starts watching it; what it and the cluster report goes to
+// events. It does not wait for the
 // cluster: see Cluster.Ready.
 func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner.Sink) (runner.Cluster, error) {
 	b = b.forStep(events)
@@ -140,8 +142,9 @@ func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner
 	}
 	jobs := b.Ray.RayV1().RayJobs(job.Namespace)
 	got, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager})
+	attached := apierrors.IsAlreadyExists(err)
 	switch {
-	case apierrors.IsAlreadyExists(err):
+	case attached:
 		got, err = jobs.Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("get existing RayJob %s/%s: %w", job.Namespace, job.Name, err)
@@ -161,6 +164,9 @@ func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner
 	}
 	c := b.newCluster(got)
 	c.mon.start()
+	if err := c.authorize(ctx, got, attached); err != nil {
+		return c, err
+	}
 	if got.UID != "" { // always, but from the API server
 		c.hb = b.newHeartbeat(got)
 		if err := c.hb.start(ctx, c.report); err != nil {

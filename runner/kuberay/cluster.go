@@ -27,6 +27,8 @@ type Cluster struct {
 	mon      *monitor
 	hb       *heartbeat // nil when the RayJob's UID is unknown
 	failures chan error
+	token    string // for the dashboard; see authorize
+	secret   string // the token Secret's name, when raystep made the token
 
 	mu  sync.Mutex
 	fwd *forward // the dashboard port-forward, if any
@@ -38,7 +40,7 @@ func (b *Backend) newCluster(job *rayv1.RayJob) *Cluster {
 	c := &Cluster{
 		b: b, ns: job.Namespace, name: job.Name, uid: job.UID,
 		mon:      newMonitor(b.Kube, b.Ray, job.Namespace, job.Name, b.clock(), b.UnschedulableGrace, b.Notify),
-		failures: make(chan error, 1),
+		failures: make(chan error, 1), token: b.Dashboard.Token,
 	}
 	c.mon.onStart = c.reportFailures
 	return c

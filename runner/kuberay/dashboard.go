@@ -22,10 +22,21 @@ const dashboardPort = 8265
 // URL; the head service's cluster DNS name when raystep runs in a pod; or
 // a port-forward over SPDY from 127.0.0.1 to the head pod's dashboard
 // port, which lives until Teardown (and is opened again if it breaks; the
-// step fails when that does not work for PortForwardGiveUp).
+// step fails when that does not work for PortForwardGiveUp). With Ray's
+// token authentication on, it checks that the dashboard takes the token
+// (checkToken).
 func (c *Cluster) Dashboard(ctx context.Context) (runner.Dashboard, error) {
+	d, err := c.reach(ctx)
+	if err != nil {
+		return d, err
+	}
+	return d, c.checkToken(ctx, d)
+}
+
+// reach returns how to reach the dashboard; see Dashboard.
+func (c *Cluster) reach(ctx context.Context) (runner.Dashboard, error) {
 	o := c.b.Dashboard
-	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: o.Token, CAFile: o.CAFile}
+	d := runner.Dashboard{URL: o.URL, Headers: o.Headers, Token: c.token, CAFile: o.CAFile}
 	if o.URL != "" {
 		return d, nil
 	}

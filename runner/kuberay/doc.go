@@ -11,7 +11,8 @@
 //
 // Backend implements runner.Backend. Provision creates the RayJob under
 // the step's deterministic name, or re-attaches to the one a killed
-// attempt of the same step left. From then until Teardown, one watch each
+// attempt of the same step left, and with Ray's token authentication the
+// Secret holding the cluster's token (auth.go). From then until Teardown, one watch each
 // on the RayJob, its pods and the namespace's warning events (list once,
 // then watch; never polling) feeds Ready, which waits for KubeRay's
 // Waiting and fails fast with a *ClusterError on ValidationFailed,

@@ -32,8 +32,9 @@ const (
 // Build returns the RayJob that runs spec under profile for the resolved
 // step (see runner.Resolve): InteractiveMode (raystep submits the entrypoint
 // itself), deadlines from spec.timeouts, one head and one worker group per
-// spec worker, GPU placement and pod security from the profile, and
-// raystep's labels. The spec and profile describe the cluster; what the
+// spec worker, GPU placement and pod security from the profile,
+// raystep's labels and, when the profile turns Ray's token authentication
+// on, authOptions naming the token Secret (see AuthSecret). The spec and profile describe the cluster; what the
 // RayJob is for and where it goes come from step alone: it is named
 // step.ID (runner.StepID, so a restarted step finds its RayJob again and
 // `render` shows the name `run` uses), placed in step.Namespace and
@@ -67,6 +68,9 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, step runner.Step) (*ray
 	cluster, err := clusterSpec(spec, profile)
 	if err != nil {
 		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
+	}
+	if profile.Spec.RayAuth.Token() {
+		cluster.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(AuthSecretName(step.ID))}
 	}
 	job := &rayv1.RayJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	ray "github.com/ray-project/kuberay/ray-operator/controllers/ray"
@@ -111,8 +113,38 @@ func (o *operator) stop(ctx context.Context) error {
 	}
 }
 
+// DashboardLabel, on a RayJob (KubeRay copies its labels to the
+// RayCluster), sends the operator's dashboard calls for that cluster to
+// another local Ray head than Options.DashboardURL: its value is
+// DashboardLabelValue of that head's dashboard URL.
+const DashboardLabel = "test.raystep.dev/dashboard"
+
+// DashboardLabelValue returns the DashboardLabel value that routes to the
+// dashboard at url (http://127.x.y.z:port): "127.x.y.z_port", as a label
+// value cannot hold a colon.
+func DashboardLabelValue(url string) (string, error) {
+	host, port, err := loopbackHostPort(url)
+	if err != nil {
+		return "", err
+	}
+	return host + "_" + port, nil
+}
+
+// loopbackHostPort splits an http URL of a loopback address.
+func loopbackHostPort(raw string) (host, port string, err error) {
+	u, err := url.Parse(raw)
+	if err == nil && u.Scheme == "http" {
+		host, port, err = net.SplitHostPort(u.Host)
+	}
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return "", "", fmt.Errorf("dashboard URL %q: want http://127.x.y.z:port", raw)
+	}
+	return host, port, nil
+}
+
 // dashboardProvider gives the RayJob reconciler dashboard clients that talk
-// to one real local Ray head, whatever RayCluster they are for.
+// to one real local Ray head, or to the one a RayCluster's DashboardLabel
+// names.
 type dashboardProvider struct {
 	hostPort string // the head's dashboard, host:port, or "" for none
 	host     string
@@ -121,19 +153,25 @@ type dashboardProvider struct {
 var _ utils.ClientProvider = dashboardProvider{}
 
 // GetDashboardClient returns KubeRay's own dashboard client constructor
-// (auth token lookup, async job info cache and all) with the head
-// service's address replaced by the configured head.
+// (auth token lookup from the cluster's Secret, async job info cache and
+// all) with the head service's address replaced by the configured head.
 func (p dashboardProvider) GetDashboardClient(ctx context.Context, mgr manager.Manager) func(*rayv1.RayCluster, string) (dashboardclient.RayDashboardClientInterface, error) {
-	if p.hostPort == "" {
-		return func(*rayv1.RayCluster, string) (dashboardclient.RayDashboardClientInterface, error) {
+	kuberay := utils.GetRayDashboardClientFunc(ctx, mgr, false)
+	return func(rc *rayv1.RayCluster, _ string) (dashboardclient.RayDashboardClientInterface, error) {
+		hostPort := p.hostPort
+		if v := rc.Labels[DashboardLabel]; v != "" {
+			host, port, _ := strings.Cut(v, "_")
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				return nil, fmt.Errorf("RayCluster %s/%s: label %s=%q: want a loopback host_port", rc.Namespace, rc.Name, DashboardLabel, v)
+			}
+			hostPort = net.JoinHostPort(host, port)
+		}
+		if hostPort == "" {
 			c := &dashboardclient.RayDashboardClient{}
 			c.InitClient(&http.Client{Transport: failingTransport{}}, "http://ray-dashboard.invalid", "")
 			return c, nil
 		}
-	}
-	kuberay := utils.GetRayDashboardClientFunc(ctx, mgr, false)
-	return func(rc *rayv1.RayCluster, _ string) (dashboardclient.RayDashboardClientInterface, error) {
-		return kuberay(rc, p.hostPort)
+		return kuberay(rc, hostPort)
 	}
 }
 

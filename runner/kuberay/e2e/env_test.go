@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 		cancel()
 	}
 	shared.ray.Stop()
+	tokenRay.Stop()
 	os.Exit(code)
 }
 
