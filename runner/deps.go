@@ -63,6 +63,15 @@ type Cluster interface {
 	Teardown(ctx context.Context, keep bool) error
 }
 
+// Queued is implemented by a Cluster that may wait in a queue before it
+// is provisioned (a RayJob behind Kueue). Admitted returns once the queue
+// admitted it (at once when it is not queued), or fails as Ready does.
+// With Step.QueueTimeout the runner measures the wait until Admitted
+// returns on that clock, and provisioning on ProvisionTimeout from then.
+type Queued interface {
+	Admitted(ctx context.Context) error
+}
+
 // Borrowed is implemented by a Cluster that the step uses but does not own
 // (an existing Ray cluster named by RAY_ADDRESS): its Teardown leaves it
 // running whatever the policy, and the step says so instead of "deleted".

@@ -25,10 +25,28 @@ func (s *state) provision(ctx context.Context) error {
 	if cl == nil {
 		return fmt.Errorf("provision %s cluster %s: backend returned no cluster", s.r.Backend.Name(), s.id)
 	}
+	if err := s.admission(ctx, cl); err != nil {
+		return err
+	}
 	if err := cl.Ready(ctx); err != nil {
 		return fmt.Errorf("wait for cluster %s: %w", cl.Name(), err)
 	}
 	s.note(PhaseProvision, "cluster %s ready", cl.Name())
+	return nil
+}
+
+// admission waits until a queue admitted the cluster when the step has a
+// queue clock (Step.QueueTimeout), then starts the provision clock.
+func (s *state) admission(ctx context.Context, cl Cluster) error {
+	if s.admitted == nil {
+		return nil
+	}
+	if q, ok := cl.(Queued); ok {
+		if err := q.Admitted(ctx); err != nil {
+			return fmt.Errorf("wait for the queue to admit cluster %s: %w", cl.Name(), err)
+		}
+	}
+	s.admitted()
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -115,7 +116,7 @@ func (s *state) lifecycle(ctx context.Context) error {
 		s.warn(PhaseProvision, "%s", n)
 	}
 	s.note(PhaseProvision, "step %s (%s) on %s", s.id, s.step.Kind, s.r.Backend.Name())
-	pctx, stop := s.bound(ctx, s.step.ProvisionTimeout, deadline("timeouts.provision", s.step.ProvisionTimeout))
+	pctx, stop := s.provisionBound(ctx)
 	err := s.phase(pctx, PhaseProvision, s.provision)
 	if err == nil {
 		err = s.phase(pctx, PhaseDashboard, s.dashboard)
@@ -156,6 +157,34 @@ func (s *state) bound(ctx context.Context, d time.Duration, cause error) (contex
 	}
 	stop := s.clock.AfterFunc(d, func() { cancel(cause) })
 	return ctx, func() { stop(); cancel(nil) }
+}
+
+// provisionBound returns ctx bounded by timeouts.provision or, with a
+// queue timeout, first by timeouts.queue and, once s.admitted is called,
+// by timeouts.provision from then on.
+func (s *state) provisionBound(ctx context.Context) (context.Context, func()) {
+	prov, queue := s.step.ProvisionTimeout, s.step.QueueTimeout
+	if queue <= 0 {
+		return s.bound(ctx, prov, deadline("timeouts.provision", prov))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	var mu sync.Mutex
+	stopClock := s.clock.AfterFunc(queue, func() { cancel(deadline("timeouts.queue", queue)) })
+	s.admitted = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopClock()
+		stopClock = func() bool { return false }
+		if prov > 0 {
+			stopClock = s.clock.AfterFunc(prov, func() { cancel(deadline("timeouts.provision", prov)) })
+		}
+	}
+	return ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopClock()
+		cancel(nil)
+	}
 }
 
 // recoverTeardown tears the cluster down when a phase panicked, then

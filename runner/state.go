@@ -20,6 +20,9 @@ type state struct {
 
 	fail     context.CancelCauseFunc // cancels the step with a cause
 	stepDone <-chan struct{}         // the step's context is done
+	// admitted, set while a queue clock runs (Step.QueueTimeout), stops it
+	// and starts the provision clock.
+	admitted func()
 
 	durations []phaseTime
 	cluster   Cluster

@@ -44,8 +44,12 @@ type Step struct {
 	// Resources reserve capacity for the driver.
 	Resources Resources
 	// ProvisionTimeout bounds provisioning and reaching the dashboard; zero
-	// means no bound.
+	// means no bound. It covers a wait in a queue too unless QueueTimeout
+	// is set.
 	ProvisionTimeout time.Duration
+	// QueueTimeout, when set, bounds the wait in a queue (see Queued), and
+	// ProvisionTimeout counts from admission.
+	QueueTimeout time.Duration
 	// RunTimeout bounds the job from upload to its end; zero means no bound.
 	RunTimeout time.Duration
 	// Teardown says when the cluster is deleted: the spec's policy, or the

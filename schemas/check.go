@@ -10,7 +10,7 @@ import (
 )
 
 // reservedLabel matches label keys raystep sets itself.
-var reservedLabel = regexp.MustCompile(`^(raystep\.dev/|ray\.io/|app\.kubernetes\.io/managed-by$)`)
+var reservedLabel = regexp.MustCompile(`^(raystep\.dev/|ray\.io/|kueue\.x-k8s\.io/|app\.kubernetes\.io/managed-by$)`)
 
 // imageVersion finds the Ray version at the start of an image tag.
 var imageVersion = regexp.MustCompile(`^(\d+\.\d+\.\d+)`)
@@ -42,6 +42,7 @@ func (c *checker) spec(tree any) {
 	}
 	cluster, _ := spec["cluster"].(map[string]any)
 	c.cluster(cluster)
+	c.queue(cluster)
 	c.entrypointResources(spec["entrypointResources"], cluster)
 	timeouts, _ := spec["timeouts"].(map[string]any)
 	c.timeouts(timeouts)
@@ -225,12 +226,15 @@ func anyGPUWorkers(cluster map[string]any) bool {
 }
 
 func (c *checker) timeouts(t map[string]any) {
-	for _, k := range []string{"provision", "run", "ttlAfterFinished"} {
+	for _, k := range []string{"provision", "run", "ttlAfterFinished", "queue"} {
 		if s, ok := t[k].(string); ok {
 			if _, msg := parseDuration(s); msg != "" {
 				c.add("/spec/timeouts/"+k, "%s", msg)
 			}
 		}
+	}
+	if qd, msg := parseDuration(durString(t["queue"])); msg == "" && qd > MaxQueueTimeout {
+		c.add("/spec/timeouts/queue", "%s exceeds the longest queue wait raystep allows, %s", durString(t["queue"]), MaxQueueTimeout)
 	}
 	prov, run := or(durString(t["provision"]), defaultProvision), or(durString(t["run"]), defaultRun)
 	pd, _ := parseDuration(prov)

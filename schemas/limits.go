@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -39,6 +40,9 @@ const (
 	MaxEnvVarBytes = 64 << 10
 	// MaxAnnotationBytes is Kubernetes' limit on all annotations together.
 	MaxAnnotationBytes = 256 << 10
+	// MaxQueueTimeout bounds spec.timeouts.queue: a step that waits longer
+	// for Kueue than a week is stuck, not queued.
+	MaxQueueTimeout = 7 * 24 * time.Hour
 )
 
 // StdinName names a spec read from standard input (-f -) in errors.

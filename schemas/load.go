@@ -166,6 +166,7 @@ func buildJobSpec(raw *rawSpec) JobSpec {
 			Provision:        mustDuration(r.Timeouts.Provision, defaultProvision),
 			Run:              mustDuration(r.Timeouts.Run, defaultRun),
 			TTLAfterFinished: mustDuration(r.Timeouts.TTLAfterFinished, defaultTTL),
+			Queue:            mustDuration(r.Timeouts.Queue, ""),
 		},
 	}
 	for _, w := range r.Cluster.Workers {

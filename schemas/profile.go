@@ -43,6 +43,9 @@ type ProfileSpec struct {
 	Images         ImagePolicy `json:"images"`
 	// Labels are added to every RayJob.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Queue is the Kueue LocalQueue of steps whose GPU type names none
+	// (see GPUType.Queue and Profile.QueueFor); empty means no queue.
+	Queue string `json:"queue,omitempty"`
 	// GPUTypes maps the GPU names specs use (WorkerGroup.GPUType) to
 	// where such GPUs live.
 	GPUTypes    map[string]GPUType `json:"gpuTypes"`
@@ -104,6 +107,9 @@ type GPUType struct {
 	Tolerations  []Toleration      `json:"tolerations,omitempty"`
 	// MaxPerWorker caps gpusPerWorker; 0 means no cap.
 	MaxPerWorker int `json:"maxPerWorker,omitempty"`
+	// Queue is the Kueue LocalQueue of steps with workers of this type;
+	// empty means ProfileSpec.Queue.
+	Queue string `json:"queue,omitempty"`
 }
 
 // Toleration mirrors a Kubernetes pod toleration.

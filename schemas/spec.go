@@ -140,6 +140,9 @@ type Timeouts struct {
 	// TTLAfterFinished is how long KubeRay keeps a finished cluster
 	// (ttlSecondsAfterFinished); 10m by default.
 	TTLAfterFinished time.Duration
+	// Queue, when set, is the longest wait in a Kueue queue, and Provision
+	// counts from admission; zero means Provision covers the queue too.
+	Queue time.Duration
 }
 
 // rawSpec mirrors the schema for decoding a validated tree.
@@ -177,6 +180,7 @@ type rawSpec struct {
 			Provision        string `json:"provision"`
 			Run              string `json:"run"`
 			TTLAfterFinished string `json:"ttlAfterFinished"`
+			Queue            string `json:"queue"`
 		} `json:"timeouts"`
 		Teardown string `json:"teardown"`
 	} `json:"spec"`

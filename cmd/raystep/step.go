@@ -35,6 +35,7 @@ func stepFromSpec(spec *schemas.Spec, sess *pipes.Session) (runner.Step, error) 
 			Custom: js.EntrypointResources.Resources,
 		},
 		ProvisionTimeout: js.Timeouts.Provision,
+		QueueTimeout:     js.Timeouts.Queue,
 		RunTimeout:       js.Timeouts.Run,
 		Teardown:         runner.TeardownPolicy(js.Teardown),
 		Shape:            shape(js.Cluster),

@@ -20,9 +20,12 @@ type view struct {
 	jobSync  bool
 	ready    bool
 	leaving  bool
-	denied   error
-	blind    bool
-	fatal    error
+	// workloads are the RayJob's Kueue Workloads that exist (only known
+	// while the Workload watch runs).
+	workloads []string
+	denied    error
+	blind     bool
+	fatal     error
 }
 
 // snapshot returns the current view and the channel closed at the next
@@ -30,7 +33,8 @@ type view struct {
 func (m *monitor) snapshot() (view, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal}
+	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal,
+		workloads: slices.Sorted(maps.Keys(m.q.workloads))}
 	for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 		v.pods = append(v.pods, m.pods[k])
 	}
@@ -94,8 +98,13 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 			Message: "the RayJob was deleted by someone other than this step"}, 0
 	}
 	if v.job != nil {
-		if _, err := jobState(v.job); err != nil {
+		r, err := jobState(v.job)
+		if err != nil {
 			return err, 0
+		}
+		if r == queued && v.ready {
+			return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Suspended", Message: fmt.Sprintf(
+				"the RayJob was suspended after its cluster was ready (%s preempted or evicted it): KubeRay deletes the cluster and its Ray job", queueName(v.job))}, 0
 		}
 	}
 	var again time.Duration

@@ -10,6 +10,7 @@ import (
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -86,6 +87,10 @@ type Backend struct {
 	// Config is the REST config behind Kube, used for port-forwards; nil
 	// disables them.
 	Config *rest.Config
+	// Dynamic reads Kueue's Workloads of queued steps; nil makes one from
+	// Config (none without Config: a queued step is then told queued
+	// without Kueue's reason).
+	Dynamic dynamic.Interface
 	// Spec and Profile describe the cluster: its pods, resources, runtime
 	// env and deadlines. What the RayJob is for (name, labels) and where it
 	// goes (namespace) come from the step Provision is handed, never from

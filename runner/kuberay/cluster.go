@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/raystep/raystep/runner"
 )
@@ -43,6 +44,14 @@ func (b *Backend) newCluster(job *rayv1.RayJob) *Cluster {
 		failures: make(chan error, 1), token: b.Dashboard.Token,
 	}
 	c.mon.onStart = c.reportFailures
+	// Kueue's Workloads are read with a dynamic client: raystep does not
+	// link Kueue's API.
+	c.mon.dyn = b.Dynamic
+	if c.mon.dyn == nil && b.Config != nil {
+		if dyn, err := dynamic.NewForConfig(b.Config); err == nil {
+			c.mon.dyn = dyn
+		}
+	}
 	return c
 }
 
@@ -68,6 +77,19 @@ func (c *Cluster) Ready(ctx context.Context) error {
 	}
 	c.mon.markReady()
 	return nil
+}
+
+// Admitted waits, by watch, until no queue holds the RayJob (see
+// runner.Queued): at once for a RayJob that is not queued, once Kueue
+// admitted it (spec.suspend cleared and KubeRay no longer suspended)
+// otherwise. It fails fast as Ready does.
+func (c *Cluster) Admitted(ctx context.Context) error {
+	return c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
+		if err, _ := c.mon.problem(v); err != nil || v.job == nil {
+			return false, err, 0
+		}
+		return !suspended(v.job), nil, 0
+	})
 }
 
 // reportFailures sends the first infrastructure failure the watches show,
@@ -101,8 +123,9 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 
 // Teardown stops the dashboard port-forward and the heartbeat and, unless
 // keep, deletes the RayJob (foreground: the garbage collector removes its
-// RayCluster, pods and heartbeat Lease) and waits by watch until the
-// RayJob, its RayCluster and its pods are gone, within ctx. The delete is issued even when ctx is already
+// RayCluster, pods, heartbeat Lease and Kueue Workload) and waits by watch
+// until the RayJob, its RayCluster, its pods and its Workload are gone,
+// within ctx. The delete is issued even when ctx is already
 // cancelled. A kept RayJob stays for debugging: KubeRay deletes its
 // RayCluster ttlSecondsAfterFinished after the job ends (or after a
 // deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
@@ -145,8 +168,8 @@ func (c *Cluster) delete(ctx context.Context) error {
 	return fmt.Errorf("delete RayJob %s: %w", c.Name(), err)
 }
 
-// awaitGone waits until the watches see the RayJob and its pods gone, then
-// makes sure its RayCluster is gone too.
+// awaitGone waits until the watches see the RayJob, its pods and its Kueue
+// Workload gone, then makes sure its RayCluster is gone too.
 func (c *Cluster) awaitGone(ctx context.Context) error {
 	var last view
 	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
@@ -154,7 +177,7 @@ func (c *Cluster) awaitGone(ctx context.Context) error {
 		if v.blind { // the delete was issued, but nothing shows it done
 			return false, v.denied, 0
 		}
-		return v.gone() && len(v.pods) == 0, nil, 0
+		return v.gone() && len(v.pods) == 0 && len(v.workloads) == 0, nil, 0
 	})
 	if err != nil {
 		return fmt.Errorf("wait for RayJob %s to be deleted: %w (%s)", c.Name(), err, last.leftovers())
@@ -192,6 +215,9 @@ func (v view) leftovers() string {
 	}
 	if n := len(v.pods); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d pods left, e.g. %s (%s)", n, v.pods[0].Name, v.pods[0].Status.Phase))
+	}
+	if len(v.workloads) > 0 {
+		parts = append(parts, "Kueue Workload "+strings.Join(v.workloads, ", ")+" left")
 	}
 	if len(parts) == 0 {
 		return "state unknown"

@@ -62,11 +62,15 @@ type readiness int
 
 const (
 	notReady readiness = iota
+	// queued: the RayJob is suspended (Kueue has not admitted it, or
+	// KubeRay is suspending it): no failure, no cluster yet.
+	queued
 	ready
 )
 
-// jobState judges a RayJob's status: ready once KubeRay waits for a job
-// (or, on a restarted step, already runs or ran one). A Failed RayJob whose Ray job failed (AppFailed)
+// jobState judges a RayJob's status: queued while it is suspended (see
+// suspended), ready once KubeRay waits for a job (or, on a restarted
+// step, already runs or ran one). A Failed RayJob whose Ray job failed (AppFailed)
 // is not an infrastructure failure: Ray reports it, and on a restarted
 // step the cluster counts as ready so the runner can attach and read it.
 func jobState(job *rayv1.RayJob) (readiness, error) {
@@ -79,7 +83,12 @@ func jobState(job *rayv1.RayJob) (readiness, error) {
 			Message: "the RayJob is being deleted by someone other than this step"}
 	}
 	switch st.JobDeploymentStatus {
-	case rayv1.JobDeploymentStatusWaiting, rayv1.JobDeploymentStatusRunning, rayv1.JobDeploymentStatusComplete:
+	case rayv1.JobDeploymentStatusWaiting, rayv1.JobDeploymentStatusComplete:
+		return ready, nil
+	case rayv1.JobDeploymentStatusRunning:
+		if job.Spec.Suspend {
+			return queued, nil // KubeRay is about to suspend it
+		}
 		return ready, nil
 	case rayv1.JobDeploymentStatusValidationFailed:
 		return notReady, fail(string(rayv1.JobDeploymentStatusValidationFailed))
@@ -92,8 +101,9 @@ func jobState(job *rayv1.RayJob) (readiness, error) {
 			reason = string(rayv1.JobDeploymentStatusFailed)
 		}
 		return notReady, fail(reason)
-	case rayv1.JobDeploymentStatusSuspending, rayv1.JobDeploymentStatusSuspended:
-		return notReady, fail("Suspended")
+	}
+	if suspended(job) {
+		return queued, nil
 	}
 	return notReady, nil
 }

@@ -81,8 +81,12 @@ type Summary struct {
 	// GPUs is the GPU demand at full size, e.g. "a100-80gb=2".
 	GPUs string `json:"gpus"`
 	// Deployment is KubeRay's jobDeploymentStatus ("New" before the
-	// operator saw it, "Deleting" once deletion started).
+	// operator saw it, "Queued" while suspended in a queue, "Deleting" once
+	// deletion started).
 	Deployment string `json:"deploymentStatus"`
+	// Queue is the Kueue LocalQueue the RayJob is queued in (label
+	// kueue.x-k8s.io/queue-name), if any.
+	Queue string `json:"queue,omitempty"`
 	// JobStatus is the Ray job's status as KubeRay last saw it.
 	JobStatus string `json:"jobStatus"`
 	// Created is when the RayJob was created.
@@ -108,12 +112,20 @@ func Summarize(job *rayv1.RayJob) Summary {
 		Deployment: string(st.JobDeploymentStatus), JobStatus: string(st.JobStatus),
 		Created: job.CreationTimestamp.UTC(), RunID: job.Labels[LabelRunID],
 		Step: job.Annotations[AnnotationStepKey], RayCluster: st.RayClusterName, Reason: string(st.Reason),
+		Queue: job.Labels[LabelQueueName],
 	}
 	if s.Step == "" {
 		s.Step = job.Labels[LabelStep]
 	}
 	if s.Deployment == "" {
 		s.Deployment = "New"
+	}
+	if suspended(job) {
+		s.Deployment = "Queued"
+		if s.Queue != "" {
+			s.Deployment += " (" + s.Queue + ")"
+		}
+		s.RayCluster = "" // named by KubeRay, never created while suspended
 	}
 	if job.DeletionTimestamp != nil {
 		s.Deployment = "Deleting"

@@ -20,7 +20,12 @@ func TestListOutputGolden(t *testing.T) {
 	fresh.Namespace = "ml-search"
 	fresh.Labels[LabelKind] = "eval"
 	delete(fresh.Annotations, AnnotationGPUs)
-	rows := []Summary{Summarize(running), Summarize(fresh)}
+	// Queued in Kueue: KubeRay named a RayCluster it never created.
+	queued := rayJobAt("raystep-ads-ranking-batch-9a8b7c6d5e4f", 3*time.Minute, rayv1.RayJobStatus{
+		JobDeploymentStatus: rayv1.JobDeploymentStatusSuspended, JobStatus: rayv1.JobStatusNew})
+	queued.Labels[LabelQueueName] = "a100"
+	queued.Spec.Suspend = true
+	rows := []Summary{Summarize(running), Summarize(fresh), Summarize(queued)}
 	tests := []struct {
 		golden string
 		write  func(*bytes.Buffer) error

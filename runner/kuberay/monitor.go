@@ -11,9 +11,11 @@ import (
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -37,6 +39,7 @@ const (
 type monitor struct {
 	kube   kubernetes.Interface
 	ray    rayclient.Interface
+	dyn    dynamic.Interface // reads Kueue's Workloads; nil for none
 	ns     string
 	name   string
 	clock  runner.Clock
@@ -64,6 +67,10 @@ type monitor struct {
 	fatal    error // a KubeRay warning that provisioning cannot succeed
 	started  time.Time
 	leaving  bool // Teardown started: a deleted RayJob is expected
+	q        queueState
+	// podsStop ends the pod watch, to follow the next RayCluster when a
+	// queue suspended the RayJob before it was ready.
+	podsStop context.CancelFunc
 }
 
 func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name string, clock runner.Clock, grace time.Duration, notify Notify) *monitor {
@@ -94,21 +101,31 @@ func (m *monitor) start() {
 	}
 }
 
-// watchPods starts watching the pods of RayCluster rc.
+// watchPods starts watching the pods of RayCluster rc, until the monitor
+// stops or the watch of another RayCluster replaces it.
 func (m *monitor) watchPods(rc string) {
+	ctx, stop := context.WithCancel(m.ctx)
+	m.set(func() { m.podsStop = stop })
 	pods := m.kube.CoreV1().Pods(m.ns)
 	sel := labels.SelectorFromSet(labels.Set{labelCluster: rc}).String()
-	m.run(selected(pods, func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-		m.kube, &corev1.Pod{}, m.onPod, func() { m.set(func() { m.podsSync = true }) })
+	m.runIn(ctx, selected(pods, func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+		m.kube, &corev1.Pod{}, m.onPod, func() { m.set(func() { m.podsSync = m.podsSync || m.podsFor == rc }) })
 }
 
 // run runs an informer until the monitor stops. onSync, if set, is called
-// once the informer has listed. A list or watch the API server refuses
-// fails the step (see refused): without the RayJob nothing is followed,
-// without the pods Unschedulable and crash-looping pods go unseen and
-// teardown cannot tell when they are gone, without the events KubeRay's
-// fatal warnings do.
+// once the informer has listed.
 func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on func(obj any, deleted bool), onSync func()) {
+	m.runIn(m.ctx, lw, client, obj, on, onSync)
+}
+
+// runIn runs an informer until ctx ends, as run does. A list or watch the
+// API server refuses fails the step (see refused): without the RayJob
+// nothing is followed, without the pods Unschedulable and crash-looping
+// pods go unseen and teardown cannot tell when they are gone, without the
+// events KubeRay's fatal warnings do. Kueue's Workloads are the exception:
+// without them a queued step only misses Kueue's reason, so a refusal
+// there is one warning.
+func (m *monitor) runIn(ctx context.Context, lw *cache.ListWatch, client any, obj runtime.Object, on func(obj any, deleted bool), onSync func()) {
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, cache.SharedIndexInformerOptions{})
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		m.watchFailed(obj, err)
@@ -127,13 +144,13 @@ func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on fu
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		inf.RunWithContext(m.ctx)
+		inf.RunWithContext(ctx)
 	}()
 	if onSync != nil {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if cache.WaitForCacheSync(m.ctx.Done(), inf.HasSynced) {
+			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 				onSync()
 			}
 		}()
@@ -144,6 +161,10 @@ func (m *monitor) run(lw *cache.ListWatch, client any, obj runtime.Object, on fu
 // server refuses.
 func (m *monitor) watchFailed(obj runtime.Object, err error) {
 	if !refused(err) {
+		return
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		m.warnOnce(fmt.Sprintf("cannot watch %s in %s (%v): raystep will not see them", u.GetKind(), m.ns, err), "denied/"+u.GetKind())
 		return
 	}
 	kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")

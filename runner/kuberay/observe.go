@@ -1,6 +1,7 @@
 package kuberay
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -13,8 +14,10 @@ import (
 // and does once it released it: notes for people (Notify may block on a
 // slow Dagster, or call back into the monitor) and a pod watch to start.
 type afterUnlock struct {
-	notes     []note
-	watchPods string // the RayCluster whose pods to watch, if any
+	notes          []note
+	watchPods      string             // the RayCluster whose pods to watch, if any
+	stopPods       context.CancelFunc // ends the watch of a RayCluster left behind
+	watchWorkloads string             // the RayJob UID whose Kueue Workload to watch
 }
 
 // note is one notification.
@@ -34,8 +37,14 @@ func (m *monitor) update(f func(a *afterUnlock)) {
 		defer m.mu.Unlock()
 		f(&a)
 	}()
+	if a.stopPods != nil {
+		a.stopPods()
+	}
 	if a.watchPods != "" {
 		m.watchPods(a.watchPods)
+	}
+	if a.watchWorkloads != "" {
+		m.watchWorkloads(a.watchWorkloads)
 	}
 	for _, n := range a.notes {
 		if n.warn {
@@ -69,15 +78,10 @@ func (m *monitor) onJob(obj any, deleted bool) {
 		if deleted {
 			m.jobGone = true
 		} else {
-			if m.job == nil || m.job.Status.JobDeploymentStatus != job.Status.JobDeploymentStatus {
-				a.info(fmt.Sprintf("RayJob %s/%s: %s", m.ns, m.name, deploymentStatus(job)))
-			}
 			m.job = job
+			m.tellStatus(a, job)
 		}
-		if rc := job.Status.RayClusterName; rc != "" && m.podsFor == "" {
-			m.podsFor = rc
-			a.watchPods = rc
-		}
+		m.followCluster(a, job)
 		if msg := replicaFailure(job); msg != "" {
 			m.warnLocked(a, "RayCluster "+job.Status.RayClusterName+": "+msg, "replica:"+msg)
 		}

@@ -24,6 +24,9 @@ const (
 	LabelRetry       = "raystep.dev/dagster-retry"
 	LabelAsset       = "raystep.dev/dagster-asset"
 
+	// LabelQueueName is Kueue's label naming the LocalQueue of a RayJob.
+	LabelQueueName = "kueue.x-k8s.io/queue-name"
+
 	AnnotationStepKey  = "raystep.dev/dagster-step-key"
 	AnnotationAssetKey = "raystep.dev/dagster-asset-key"
 	AnnotationGPUs     = "raystep.dev/gpus"
@@ -34,7 +37,12 @@ const (
 // itself), deadlines from spec.timeouts, one head and one worker group per
 // spec worker, GPU placement and pod security from the profile,
 // raystep's labels and, when the profile turns Ray's token authentication
-// on, authOptions naming the token Secret (see AuthSecret). The spec and profile describe the cluster; what the
+// on, authOptions naming the token Secret (see AuthSecret). When the
+// profile names a Kueue LocalQueue for the spec's workers
+// (schemas.Profile.QueueFor), the RayJob carries Kueue's queue-name label
+// and is created suspended: Kueue unsuspends it once the queue admits it,
+// and KubeRay only then creates the cluster (and starts the clocks of its
+// deadlines). The spec and profile describe the cluster; what the
 // RayJob is for and where it goes come from step alone: it is named
 // step.ID (runner.StepID, so a restarted step finds its RayJob again and
 // `render` shows the name `run` uses), placed in step.Namespace and
@@ -93,6 +101,10 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, step runner.Step) (*ray
 			EntrypointResources:       custom,
 			RayClusterSpec:            cluster,
 		},
+	}
+	if q := profile.QueueFor(s.Cluster.Workers); q != "" {
+		job.Labels[LabelQueueName] = q
+		job.Spec.Suspend = true
 	}
 	return job, nil
 }

@@ -29,7 +29,7 @@ var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "ku
 // resolveAssets returns the assets directory: dir if set, else the output of
 // the build script found above the working directory (which only prints the
 // directory when the binaries are already built).
-func resolveAssets(ctx context.Context, dir string) (string, error) {
+func resolveAssets(ctx context.Context, dir string, kueue bool) (string, error) {
 	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {
@@ -44,7 +44,11 @@ func resolveAssets(ctx context.Context, dir string) (string, error) {
 		}
 		dir = strings.TrimSpace(stdout.String())
 	}
-	for _, b := range binaries {
+	need := binaries
+	if kueue {
+		need = append(need[:len(need):len(need)], "kueue")
+	}
+	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(dir, "bin", b)); err != nil {
 			return "", fmt.Errorf("assets %s: %w (build them with %s)", dir, err, buildScript)
 		}

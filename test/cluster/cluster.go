@@ -14,7 +14,9 @@
 //     in 127.0.0.0/8;
 //   - the real KubeRay RayCluster and RayJob reconcilers in this process,
 //     whose dashboard client talks to Options.DashboardURL (a real local Ray
-//     head) instead of the head service's cluster DNS name.
+//     head) instead of the head service's cluster DNS name;
+//   - with Options.Kueue, Kueue's manager (bin/kueue) and its CRDs,
+//     managing RayJobs that carry a kueue.x-k8s.io/queue-name label.
 //
 // The binaries come from test/k8s/build.sh. Every process runs in its own
 // process group, logs to a file in Cluster.LogDir, and is stopped by Stop,
@@ -81,6 +83,10 @@ type Options struct {
 	// PodCIDR is the range kwok gives pod IPs from; it must lie in
 	// 127.0.0.0/8. Empty means 127.1.0.0/16.
 	PodCIDR string
+	// Kueue starts Kueue's manager with its CRDs (see KueueAPIVersion). Its
+	// queues (ResourceFlavors, ClusterQueues, LocalQueues) are the
+	// caller's to create: see ProfileQueues.
+	Kueue bool
 }
 
 // Cluster is a running environment. Its fields are read-only.
@@ -140,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		name string
 		run  func() error
 	}{
-		{"assets", func() (err error) { c.AssetsDir, err = resolveAssets(ctx, opts.AssetsDir); return err }},
+		{"assets", func() (err error) { c.AssetsDir, err = resolveAssets(ctx, opts.AssetsDir, opts.Kueue); return err }},
 		{"etcd, kube-apiserver and CRDs", func() error { return c.startControlPlane(ctx, opts) }},
 		{"controller manager, scheduler and kwok", func() error { return c.startComponents(ctx, opts) }},
 		{fmt.Sprintf("%d nodes Ready", len(opts.Nodes)), func() error { return c.createNodes(ctx, opts.Nodes) }},
@@ -148,6 +154,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.operator, err = startOperator(ctx, c.Config, c.Scheme, c.LogDir, opts.DashboardURL)
 			return err
 		}},
+	}
+	if opts.Kueue {
+		phases = append(phases, struct {
+			name string
+			run  func() error
+		}{"Kueue", func() error { return c.StartKueue(ctx) }})
 	}
 	for _, p := range phases {
 		start := time.Now()

@@ -5,12 +5,14 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler  k8s.io/kubernetes (tools/kube/go.mod)
 #   etcd                                                     go.etcd.io/etcd/server/v3 (tools/etcd/go.mod)
 #   kwok                                                     sigs.k8s.io/kwok (its own go.mod)
+#   kueue (Kueue's manager)                                  sigs.k8s.io/kueue (its own go.mod)
 #
-# plus kwok's node and pod stage files, into
+# plus kwok's node and pod stage files and Kueue's CRDs, into
 #
-#   ${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}/k8s-<ver>-etcd-<ver>-kwok-<ver>/
-#     bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok}
+#   ${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}/k8s-<ver>-etcd-<ver>-kwok-<ver>-kueue-<ver>/
+#     bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok,kueue}
 #     stages/{node-fast,node-heartbeat,node-chaos,pod-general,pod-fast,pod-chaos}/*.yaml
+#     kueue-crds/*.yaml
 #     VERSIONS, BUILD_TIMES
 #
 # The directory is built under a temporary name and renamed when complete, so
@@ -22,6 +24,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kwok_module=sigs.k8s.io/kwok
 kwok_version=v0.8.0
+kueue_module=sigs.k8s.io/kueue
+kueue_version=v0.17.0
 
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
@@ -34,8 +38,8 @@ kube_version=$(modversion "$here/tools/kube" k8s.io/kubernetes)
 etcd_version=$(modversion "$here/tools/etcd" go.etcd.io/etcd/server/v3)
 
 cache=${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}
-dir="$cache/k8s-$kube_version-etcd-$etcd_version-kwok-$kwok_version"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+dir="$cache/k8s-$kube_version-etcd-$etcd_version-kwok-$kwok_version-kueue-$kueue_version"
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue)
 # kwok's stage sets (kustomize/stage/<kind>/<set> in its module), copied to
 # stages/<kind>-<set>/: pod/general has realistic per-phase delays, pod/fast
 # none; the chaos sets act only on objects that opt in by label.
@@ -45,6 +49,7 @@ complete() {
 	local b s
 	for b in "${bins[@]}"; do [[ -x "$1/bin/$b" ]] || return 1; done
 	for s in "${stages[@]}"; do [[ -d "$1/stages/${s/\//-}" ]] || return 1; done
+	compgen -G "$1/kueue-crds/*.yaml" >/dev/null
 }
 
 if complete "$dir"; then
@@ -102,6 +107,9 @@ done
 # kwok's own go.mod has no replace directives, so `go install mod@version`
 # builds it with exactly its own dependency versions.
 (cd "$tmp" && GOBIN="$tmp/bin" timed kwok go install -trimpath -ldflags "-s -w" "$kwok_module/cmd/kwok@$kwok_version")
+# Kueue's go.mod has no replace directives either; -X gives its version.
+(cd "$tmp" && GOBIN="$tmp/bin" timed kueue go install -trimpath \
+	-ldflags "-s -w -X $kueue_module/pkg/version.GitVersion=$kueue_version" "$kueue_module/cmd/kueue@$kueue_version")
 total_end=$(date +%s)
 printf 'total %ds\n' "$((total_end - total_start))" >>"$tmp/BUILD_TIMES"
 
@@ -114,10 +122,18 @@ for s in "${stages[@]}"; do
 	chmod -R u+w "$dst"
 done
 
+# Kueue's CRDs as its module ships them, without the kustomize patches
+# (conversion webhooks, CA injection) of a full install.
+kueue_dir=$(cd "$tmp" && go mod download -json "$kueue_module@$kueue_version" | sed -n 's/^\t"Dir": "\(.*\)",\{0,1\}$/\1/p')
+mkdir -p "$tmp/kueue-crds"
+cp "$kueue_dir"/config/components/crd/bases/*.yaml "$tmp/kueue-crds/"
+chmod -R u+w "$tmp/kueue-crds"
+
 {
 	echo "kubernetes $kube_version"
 	echo "etcd $etcd_version"
 	echo "kwok $kwok_version"
+	echo "kueue $kueue_version"
 	"$tmp/bin/kube-apiserver" --version
 	"$tmp/bin/etcd" --version | head -1
 } >"$tmp/VERSIONS"

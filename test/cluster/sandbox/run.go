@@ -36,6 +36,7 @@ type options struct {
 	rbac       string
 	rbacSet    bool // -rbac was given: the file must exist
 	fast       bool
+	kueue      bool
 }
 
 // defaultRBAC is the manifest -rbac applies unless told otherwise, looked up
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
 	fs.StringVar(&o.rbac, "rbac", defaultRBAC, "manifest of ServiceAccounts, Roles and RoleBindings applied into the profile's namespace, so Ray pods' service account exists (default: "+defaultRBAC+" above the working directory, skipped when absent; empty disables)")
 	fs.BoolVar(&o.fast, "fast", false, "pods start without kwok's realistic delays")
+	fs.BoolVar(&o.kueue, "kueue", false, "start Kueue with one LocalQueue per GPU pool in the profile's namespace (on by itself when the profile names a queue); a profile without queues is copied to DIR/profile.yaml with each GPU type queued in the LocalQueue of its name, and the env file points RAYSTEP_PROFILE at it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -107,6 +109,7 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	if o.fast {
 		opts.KwokStages = cluster.FastStages()
 	}
+	opts.Kueue = o.kueue || queued(profile)
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("start cluster (logs in %s): %w", opts.LogDir, err)
@@ -123,7 +126,13 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	if err := applyRBAC(ctx, c, o, profile.Spec.Namespace, stderr); err != nil {
 		return err
 	}
-	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), o.profile)
+	profilePath := o.profile
+	if opts.Kueue {
+		if profilePath, err = setupQueues(ctx, c, profile, o, stderr); err != nil {
+			return err
+		}
+	}
+	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), profilePath)
 	if err != nil {
 		return err
 	}
@@ -132,6 +141,54 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	<-ctx.Done()
 	fmt.Fprintln(stderr, "sandbox: stopping")
 	return nil
+}
+
+// queued reports whether the profile names a Kueue queue.
+func queued(p *schemas.Profile) bool {
+	for _, g := range p.Spec.GPUTypes {
+		if g.Queue != "" {
+			return true
+		}
+	}
+	return p.Spec.Queue != ""
+}
+
+// setupQueues creates one Kueue queue per GPU pool (cluster.ProfileQueues)
+// in the profile's namespace and returns the profile steps should use: the
+// given one when it names queues, else a copy in o.dir that queues each
+// GPU type in the LocalQueue of its name.
+func setupQueues(ctx context.Context, c *cluster.Cluster, profile *schemas.Profile, o options, stderr io.Writer) (string, error) {
+	path := o.profile
+	if !queued(profile) {
+		for name, g := range profile.Spec.GPUTypes {
+			g.Queue = name
+			profile.Spec.GPUTypes[name] = g
+		}
+		data, err := yaml.Marshal(profile)
+		if err != nil {
+			return "", fmt.Errorf("encode queued profile: %w", err)
+		}
+		path = filepath.Join(o.dir, "profile.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return "", fmt.Errorf("write queued profile: %w", err)
+		}
+	}
+	ns := profile.Spec.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	if err := c.CreateKueueObjects(ctx, cluster.ProfileQueues(profile, ns)); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stderr, "sandbox: Kueue queues one LocalQueue per GPU pool in namespace %s; profile %s\n", ns, or(path, "(built-in)"))
+	return path, nil
+}
+
+func or(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
 }
 
 // teardown is the context stopping runs under: not cancelled with ctx,
