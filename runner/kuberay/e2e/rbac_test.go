@@ -77,6 +77,7 @@ var leastPrivilege = []struct {
 	{permission{"", "pods/portforward", "create"}, stepAction{portForward: true}},
 	{permission{"", "events", "list"}, stepAction{noWatchList: true}},
 	{permission{"", "events", "watch"}, stepAction{}},
+	{permission{"", "secrets", "create"}, stepAction{change: withTokenAuth}}, // the token's Secret
 	{permission{"coordination.k8s.io", "leases", "create"}, stepAction{}},
 	{permission{"coordination.k8s.io", "leases", "get"}, stepAction{before: previousLease}},    // a killed attempt's heartbeat
 	{permission{"coordination.k8s.io", "leases", "update"}, stepAction{before: previousLease}}, // taken over
@@ -110,7 +111,7 @@ func TestLeastPrivilege(t *testing.T) {
 	setup(t)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("TestLeastPrivilege: %s", time.Since(start).Round(time.Millisecond)) })
-	for i, a := range []action{stepAction{}, stepAction{noWatchList: true}, lsAction{}, gcAction{}} {
+	for i, a := range []action{stepAction{}, stepAction{noWatchList: true}, stepAction{change: withTokenAuth}, lsAction{}, gcAction{}} {
 		t.Run(fmt.Sprintf("full Role/%s", a), func(t *testing.T) {
 			t.Parallel()
 			ns := namespace(t, fmt.Sprintf("e2e-lp-full-%d", i))
@@ -215,6 +216,9 @@ func (a stepAction) String() string {
 		if f.on {
 			with = append(with, f.name)
 		}
+	}
+	if a.change != nil {
+		with = append(with, "a changed profile")
 	}
 	s := "step"
 	if len(with) > 0 {
@@ -556,3 +560,8 @@ func asServiceAccount(ns string) *rest.Config {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep"}
 	return cfg
 }
+
+// withTokenAuth turns Ray's token authentication on in the step's profile:
+// the step then creates its token's Secret. (The shared head runs without
+// auth and takes any token.)
+func withTokenAuth(b *kuberay.Backend) { b.Profile = tokenProfile(b.Profile) }
