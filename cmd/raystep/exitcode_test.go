@@ -75,16 +75,17 @@ func TestLoadConfigKube(t *testing.T) {
 		want    kubeConfig
 		wantErr bool
 	}{
-		{"defaults", nil, kubeConfig{InCluster: true, HeartbeatInterval: 15 * time.Second}, false},
+		{"defaults", nil, kubeConfig{InCluster: true, HeartbeatInterval: 15 * time.Second, PortForwardGiveUp: 2 * time.Minute}, false},
 		{"every setting", map[string]string{
-			"RAYSTEP_KUBE_CONTEXT": "prod", "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+			"RAYSTEP_KUBE_CONTEXT":         "prod",
 			"RAYSTEP_DASHBOARD_IN_CLUSTER": "false", "RAYSTEP_DASHBOARD_CA_FILE": "/etc/ca.pem",
 			"RAYSTEP_DASHBOARD_HEADERS": "X-Team:ads,X-Env:prod", "RAYSTEP_UNSCHEDULABLE_GRACE": "90s",
 			"RAYSTEP_HEARTBEAT_INTERVAL": "5s", "KUBECONFIG": "/a:/b", "HOME": "/home/ml",
+			"RAYSTEP_PORT_FORWARD_GIVE_UP": "20s",
 		}, kubeConfig{
-			Context: "prod", ServiceHost: "10.0.0.1", InCluster: false, DashboardCAFile: "/etc/ca.pem",
+			Context: "prod", InCluster: false, DashboardCAFile: "/etc/ca.pem",
 			DashboardHeaders: map[string]string{"X-Team": "ads", "X-Env": "prod"}, UnschedulableGrace: 90 * time.Second,
-			HeartbeatInterval: 5 * time.Second, Kubeconfig: "/a:/b", Home: "/home/ml",
+			HeartbeatInterval: 5 * time.Second, Kubeconfig: "/a:/b", Home: "/home/ml", PortForwardGiveUp: 20 * time.Second,
 		}, false},
 		{"bad duration is a usage error", map[string]string{"RAYSTEP_UNSCHEDULABLE_GRACE": "soon"}, kubeConfig{}, true},
 	}

@@ -20,11 +20,13 @@ import (
 type kubeConfig struct {
 	// Context is the kubeconfig context; --context overrides it.
 	Context string `env:"RAYSTEP_KUBE_CONTEXT"`
-	// ServiceHost is set by Kubernetes in every pod: raystep then reaches
-	// dashboards by the head service's cluster DNS name.
-	ServiceHost string `env:"KUBERNETES_SERVICE_HOST"`
-	// InCluster=false makes raystep port-forward even inside a pod.
+	// InCluster=false makes raystep port-forward even inside a pod, where
+	// it otherwise reaches dashboards by the head service's cluster DNS
+	// name (when it talks to the API server as the pod's service account).
 	InCluster bool `env:"RAYSTEP_DASHBOARD_IN_CLUSTER, default=true"`
+	// PortForwardGiveUp is how long a broken dashboard port-forward is
+	// opened again before the step fails (exit 3).
+	PortForwardGiveUp time.Duration `env:"RAYSTEP_PORT_FORWARD_GIVE_UP, default=2m"`
 	// DashboardCAFile verifies the dashboard's TLS certificate.
 	DashboardCAFile string `env:"RAYSTEP_DASHBOARD_CA_FILE"`
 	// DashboardHeaders are "Name:value" pairs separated by commas, sent
@@ -86,9 +88,10 @@ func (a *app) kuberayBackend(clients *kuberay.Clients, kc *kubeConfig, spec *sch
 		Spec: spec, Profile: profile,
 		Dashboard: kuberay.DashboardOptions{
 			URL: a.cfg.DashboardURL, Token: a.cfg.DashboardToken, CAFile: kc.DashboardCAFile, Headers: headers,
-			InCluster: kc.ServiceHost != "" && kc.InCluster,
+			InCluster: clients.InCluster && kc.InCluster,
 		},
 		UnschedulableGrace: kc.UnschedulableGrace,
 		HeartbeatInterval:  kc.HeartbeatInterval,
+		PortForwardGiveUp:  kc.PortForwardGiveUp,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/raystep/raystep/runner"
 )
@@ -20,7 +21,9 @@ import (
 type ConnectOptions struct {
 	// Kubeconfig is an explicit kubeconfig file (--kubeconfig); empty
 	// follows kubectl's rules: KubeconfigEnv, then Home's .kube/config,
-	// then the in-cluster service account.
+	// then the in-cluster service account (rest.InClusterConfig: the
+	// token, CA and namespace under /var/run/secrets/kubernetes.io/
+	// serviceaccount, the API server at KUBERNETES_SERVICE_HOST:PORT).
 	Kubeconfig string
 	// KubeconfigEnv is $KUBECONFIG: kubeconfig files separated by the OS's
 	// path list separator.
@@ -47,6 +50,11 @@ type Clients struct {
 	// Namespace is the kubeconfig context's namespace ("default" when it
 	// sets none, or the pod's namespace in a cluster).
 	Namespace string
+	// InCluster says Config is the pod's service account (no kubeconfig
+	// named a cluster, KUBERNETES_SERVICE_HOST and PORT are set and the
+	// token is mounted): raystep runs in the cluster it talks to, where the
+	// head service's DNS name resolves.
+	InCluster bool
 }
 
 // ErrNoKubeconfig is returned by Connect when no kubeconfig names a
@@ -71,11 +79,17 @@ func Connect(o ConnectOptions) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig namespace: %w", err)
 	}
+	// client-go falls back to the service account only when the
+	// kubeconfig files hold nothing.
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
 	c, err := NewClients(cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	c.Namespace = ns
+	c.Namespace, c.InCluster = ns, clientcmdapi.IsConfigEmpty(&raw)
 	return c, nil
 }
 

@@ -46,6 +46,9 @@ func TestConnectFollowsKubeconfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.InCluster {
+			t.Errorf("context %q: a kubeconfig's clients say they are the pod's service account", tt.context)
+		}
 		got := []string{c.Config.Host, c.Namespace, c.Config.UserAgent}
 		if diff := cmp.Diff([]string{tt.host, tt.namespace, "raystep/test"}, got); diff != "" {
 			t.Errorf("context %q: host, namespace, user agent (-want +got):\n%s", tt.context, diff)

@@ -11,7 +11,10 @@
 //   - the real kube-scheduler (GPU requests, selectors and tolerations are
 //     honoured, or the pod is really Unschedulable);
 //   - kwok as the kubelet of fake nodes described by NodeSpec, with pod IPs
-//     in 127.0.0.0/8;
+//     in 127.0.0.0/8, serving the kubelet API (port-forward, logs) on a free
+//     loopback port that the API server reaches at each node's InternalIP
+//     127.0.0.1, and forwarding every pod's port 8265 to
+//     Options.DashboardURL;
 //   - the real KubeRay RayCluster and RayJob reconcilers in this process,
 //     whose dashboard client talks to Options.DashboardURL (a real local Ray
 //     head) instead of the head service's cluster DNS name;
@@ -115,7 +118,8 @@ type Cluster struct {
 	procs    []*process // started in order, stopped in reverse
 	logs     []*os.File // envtest's process logs
 	operator *operator
-	tmpLog   bool // LogDir was created by Start
+	kubelet  *kubeletRelay // in front of kwok's kubelet server
+	tmpLog   bool          // LogDir was created by Start
 	keepLogs bool
 }
 
@@ -214,6 +218,10 @@ func (c *Cluster) stop(ctx context.Context, keep bool) error {
 		errs = append(errs, c.procs[i].stop(ctx))
 	}
 	c.procs = nil
+	if c.kubelet != nil {
+		c.kubelet.stop()
+		c.kubelet = nil
+	}
 	if c.env != nil {
 		if err := c.env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop API server and etcd: %w", err))

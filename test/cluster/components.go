@@ -96,17 +96,30 @@ func (c *Cluster) startServing(ctx context.Context, name string, extra ...string
 
 // startKwok starts kwok as the kubelet of every node, with pod IPs from the
 // loopback range and HOME pointed at the log directory so that no user
-// configuration of kwok's applies.
+// configuration of kwok's applies. Its kubelet server (port-forward, logs,
+// exec) listens on a free loopback port behind the kubelet relay, whose
+// port every node's status names with InternalIP 127.0.0.1, and forwards
+// each pod's port 8265 to Options.DashboardURL.
 func (c *Cluster) startKwok(opts Options) error {
 	stages := opts.KwokStages
 	if stages == nil {
 		stages = DefaultStages()
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if c.kubelet, err = startKubeletRelay(addr); err != nil {
+		return err
 	}
 	args := []string{
 		"--kubeconfig=" + c.KubeConfigPath,
 		"--manage-all-nodes=true",
 		"--cidr=" + opts.PodCIDR,
 		"--node-ip=127.0.0.1",
+		"--server-address=" + addr,
+		"--node-port=" + strconv.Itoa(c.kubelet.port()),
 	}
 	for _, s := range stages {
 		files, err := filepath.Glob(filepath.Join(c.AssetsDir, "stages", s, "*.yaml"))
@@ -124,6 +137,13 @@ func (c *Cluster) startKwok(opts Options) error {
 	own, err := writeOwnStages(home)
 	if err != nil {
 		return err
+	}
+	forward, err := writeDashboardForward(home, opts.DashboardURL)
+	if err != nil {
+		return err
+	}
+	if forward != "" {
+		own = append(own, forward)
 	}
 	for _, f := range own {
 		args = append(args, "--config="+f)

@@ -52,6 +52,11 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options) error {
 		return err
 	}
 	api := &envtest.APIServer{Path: apiserverBin, Out: apiLog, Err: apiLog}
+	// The API server reaches a node's kubelet (port-forward, logs, exec) at
+	// its InternalIP only, 127.0.0.1 for every kwok node: never by a
+	// hostname some resolver would look up. With no kubelet CA given it
+	// does not verify kwok's self-signed certificate.
+	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 	if opts.Audit {
 		if err := c.configureAudit(api); err != nil {
 			return err

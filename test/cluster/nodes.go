@@ -57,7 +57,8 @@ func (c *Cluster) AddNode(ctx context.Context, s NodeSpec) error {
 }
 
 // waitNodeReady polls until the node is Ready without a taint the node
-// lifecycle controller manages.
+// lifecycle controller manages, and names kwok's kubelet server as its
+// kubelet.
 func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -67,6 +68,9 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 		switch {
 		case err == nil:
 			state = nodeState(n)
+			if state == "" {
+				state = c.kubeletState(n)
+			}
 			if state == "" {
 				return nil
 			}
@@ -104,6 +108,26 @@ func nodeState(n *corev1.Node) string {
 	}
 	if n.Spec.Unschedulable {
 		return "unschedulable"
+	}
+	return ""
+}
+
+// kubeletState returns "" when the node's status names the kubelet relay
+// (InternalIP 127.0.0.1 and its port) as its kubelet, else what it names.
+func (c *Cluster) kubeletState(n *corev1.Node) string {
+	port, err := c.kubeletPort()
+	if err != nil {
+		return err.Error()
+	}
+	got := int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	ip := ""
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	if ip != "127.0.0.1" || got != port {
+		return fmt.Sprintf("kubelet at %s:%d, want 127.0.0.1:%d", ip, got, port)
 	}
 	return ""
 }

@@ -111,7 +111,7 @@ func TestLeastPrivilege(t *testing.T) {
 	setup(t)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("TestLeastPrivilege: %s", time.Since(start).Round(time.Millisecond)) })
-	for i, a := range []action{stepAction{}, stepAction{noWatchList: true}, stepAction{change: withTokenAuth}, lsAction{}, gcAction{}} {
+	for i, a := range []action{stepAction{}, stepAction{noWatchList: true}, stepAction{portForward: true}, stepAction{change: withTokenAuth}, lsAction{}, gcAction{}} {
 		t.Run(fmt.Sprintf("full Role/%s", a), func(t *testing.T) {
 			t.Parallel()
 			ns := namespace(t, fmt.Sprintf("e2e-lp-full-%d", i))

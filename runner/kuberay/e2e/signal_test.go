@@ -293,6 +293,13 @@ func (w *rayJobWatch) created(t *testing.T) []string {
 // returns its raystep/attached value.
 func attached(t *testing.T, path string) any {
 	t.Helper()
+	return materialized(t, path, "raystep/attached")
+}
+
+// materialized returns the raw value of metadata key in the last
+// materialization of the Pipes messages file.
+func materialized(t *testing.T, path, key string) any {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("messages file: %v", err)
@@ -313,7 +320,7 @@ func attached(t *testing.T, path string) any {
 			t.Fatalf("messages file line %q: %v", sc.Text(), err)
 		}
 		if m.Method == string(pipes.MethodReportMaterialize) {
-			value = m.Params.Metadata["raystep/attached"].RawValue
+			value = m.Params.Metadata[key].RawValue
 		}
 	}
 	return value

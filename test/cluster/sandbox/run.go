@@ -198,6 +198,9 @@ func teardown(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // writeFiles writes dir/kubeconfig and dir/env and returns the env file.
+// The env file sets no dashboard URL: raystep port-forwards to each head
+// pod, as from a laptop, and kwok forwards the head pod's dashboard port
+// to the sandbox's Ray head at dashboardURL.
 func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile string) (string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, c.KubeConfig, 0o600); err != nil {
@@ -205,9 +208,10 @@ func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile string) (s
 	}
 	env := filepath.Join(dir, "env")
 	lines := []string{
+		"# raystep port-forwards to each head pod (kubectl port-forward works too);",
+		"# every head pod's port 8265 is the sandbox's Ray head at " + dashboardURL + ".",
 		"export KUBECONFIG=" + quote(kubeconfig),
 		"export RAYSTEP_BACKEND=kuberay",
-		"export RAYSTEP_DASHBOARD_URL=" + quote(dashboardURL),
 	}
 	if profile != "" {
 		abs, err := filepath.Abs(profile)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/raystep/raystep/runner/kuberay"
+)
+
+// TestKuberayBackendDashboard: raystep uses the head service's DNS name
+// only when it talks to the API server as its pod's service account (a pod
+// given a kubeconfig for another cluster port-forwards, though Kubernetes
+// set KUBERNETES_SERVICE_HOST), and not when told so; the port-forward's
+// give-up comes from RAYSTEP_PORT_FORWARD_GIVE_UP.
+func TestKuberayBackendDashboard(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		inClusterConf bool
+		env           map[string]string
+		wantInCluster bool
+		wantGiveUp    time.Duration
+	}{
+		{"pod's service account", true, map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, true, 2 * time.Minute},
+		{"kubeconfig in a pod", false, map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, false, 2 * time.Minute},
+		{"turned off", true, map[string]string{"RAYSTEP_DASHBOARD_IN_CLUSTER": "false"}, false, 2 * time.Minute},
+		{"give-up", false, map[string]string{"RAYSTEP_PORT_FORWARD_GIVE_UP": "15s"}, false, 15 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := &app{lookup: envconfig.MapLookuper(tt.env)}
+			var err error
+			if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
+				t.Fatal(err)
+			}
+			kc := a.cfg.Kube
+			b, ok := a.kuberayBackend(&kuberay.Clients{InCluster: tt.inClusterConf}, &kc, nil, nil).(*kuberay.Backend)
+			if !ok {
+				t.Fatal("not a *kuberay.Backend")
+			}
+			if b.Dashboard.InCluster != tt.wantInCluster || b.PortForwardGiveUp != tt.wantGiveUp {
+				t.Errorf("InCluster %v, PortForwardGiveUp %s; want %v, %s", b.Dashboard.InCluster, b.PortForwardGiveUp, tt.wantInCluster, tt.wantGiveUp)
+			}
+		})
+	}
+}
