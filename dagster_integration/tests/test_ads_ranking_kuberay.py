@@ -3,7 +3,8 @@
 A module-scoped sandbox (test/cluster/sandbox) runs a real API server, controller manager,
 scheduler, kwok nodes from examples/platform.yaml, the real KubeRay operator and a local Ray head.
 Each step creates a RayJob that the operator brings up on kwok's fake pods; the Ray job itself runs
-on the sandbox's Ray head, which raystep reaches through RAYSTEP_DASHBOARD_URL, so the example's
+on the sandbox's Ray head, which raystep reaches through a real port-forward to the head pod (kwok
+serves it and sends port 8265 to that head; the env file sets no dashboard URL), so the example's
 scripts behave as on the local backend. Afterwards no RayJob may be left.
 """
 
@@ -39,7 +40,7 @@ from test_ads_ranking import (
 # Cold, the sandbox may first build the Kubernetes binaries (test/k8s/build.sh): minutes on 2 cores.
 READY_TIMEOUT_S = 1200.0
 STOP_TIMEOUT_S = 120.0
-SANDBOX_ENV = ("KUBECONFIG", "RAYSTEP_DASHBOARD_URL", "RAYSTEP_PROFILE")
+SANDBOX_ENV = ("KUBECONFIG", "RAYSTEP_PROFILE")
 
 
 def _read_env_file(path: Path) -> dict[str, str]:
@@ -141,6 +142,9 @@ def sandbox(
         assert env.get("RAYSTEP_BACKEND") == "kuberay", env
         missing = [key for key in SANDBOX_ENV if not env.get(key)]
         assert not missing, f"sandbox env file lacks {missing}: {env}"
+        assert "RAYSTEP_DASHBOARD_URL" not in env, (
+            f"the sandbox's steps port-forward, no dashboard URL: {env}"
+        )
         yield {key: env[key] for key in SANDBOX_ENV}
     finally:
         _stop(proc)
@@ -163,15 +167,18 @@ def raystep(
     )
 
 
-def _assert_kuberay_metadata(metadata: dict, dashboard_url: str) -> None:
-    """raystep's own keys for a step that ran as a RayJob, reached through the sandbox's dashboard."""
+def _assert_kuberay_metadata(metadata: dict) -> None:
+    """raystep's own keys for a step that ran as a RayJob, reached by port-forward.
+
+    The dashboard URL a person sees is the head service's, not the forward's local port.
+    """
     assert _text(metadata, "raystep/backend") == "kuberay"
     url = metadata["raystep/dashboard_url"]
     assert isinstance(url, dg.UrlMetadataValue), repr(url)
-    assert urlparse(url.value)[:2] == urlparse(dashboard_url)[:2], (
-        url.value,
-        dashboard_url,
-    )
+    parsed = urlparse(url.value)
+    assert parsed.port == 8265, url.value
+    assert (parsed.hostname or "").endswith(".ml-ads.svc.cluster.local"), url.value
+    assert "-head-svc." in (parsed.hostname or ""), url.value
     _text(metadata, "raystep/cluster")
     _text(metadata, "raystep/ray_job_id")
     _text(metadata, "raystep/submission_id")
@@ -216,14 +223,13 @@ def test_materialize_model_check_and_predictions_on_kuberay(
     assert result.success, (
         f"run failed after {time.monotonic() - started:.0f}s:\n{logs}"
     )
-    dashboard = sandbox["RAYSTEP_DASHBOARD_URL"]
 
     (model,) = result.asset_materializations_for_node(MODEL_NODE)
     metadata = dict(model.metadata)
     assert 0.0 < _float(metadata, "loss") < 0.69
     assert 0.7 <= _float(metadata, "auc") <= 1.0
     assert _int(metadata, "rows") == 200_000
-    _assert_kuberay_metadata(metadata, dashboard)
+    _assert_kuberay_metadata(metadata)
     assert (tmp_path / "model" / "model.npz").is_file()
 
     (check,) = result.get_asset_check_evaluations()
@@ -241,7 +247,7 @@ def test_materialize_model_check_and_predictions_on_kuberay(
     (predictions,) = result.asset_materializations_for_node(PREDICTIONS_NODE)
     metadata = dict(predictions.metadata)
     assert _int(metadata, "rows") == 200_000
-    _assert_kuberay_metadata(metadata, dashboard)
+    _assert_kuberay_metadata(metadata)
     assert pq.read_table(tmp_path / "predictions").num_rows == 200_000
 
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
