@@ -42,6 +42,13 @@ var shared struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.k8s != nil {
+		// Whatever the tests did, the suite must leave nothing behind.
+		if left := sweep(context.Background()); left != "" {
+			fmt.Fprintln(os.Stderr, "FAIL: left in the API server after the suite:", left)
+			code = max(code, 1)
+		} else {
+			fmt.Fprintln(os.Stderr, "e2e: the suite left nothing in the API server")
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := shared.k8s.Stop(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "stop cluster:", err)
