@@ -20,14 +20,12 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	authv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -175,25 +173,7 @@ func awaitTokenAllowed(t *testing.T, ns, token string) {
 	t.Helper()
 	cfg := &rest.Config{Host: shared.k8s.Config.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: shared.k8s.Config.CAData}}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "ray.io", Resource: "rayjobs"}}}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for {
-		got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err == nil && got.Status.Allowed {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the %s/raystep token may still not create RayJobs after 30s: %v", ns, err)
-		case <-time.After(20 * time.Millisecond): // the authorizer's cache has no event to wait on from here
-		}
-	}
+	awaitAllowed(t, cfg, "the "+ns+"/raystep token", ns, permission{"ray.io", "rayjobs", "create"})
 }
 
 // headServiceHost returns the cluster DNS name of the head service of the

@@ -532,7 +532,14 @@ func firstPermission(rules []any) permission {
 // Role just created is in force.
 func awaitGranted(t *testing.T, ns string, p permission) {
 	t.Helper()
-	kube, err := kubernetes.NewForConfig(asServiceAccount(ns))
+	awaitAllowed(t, asServiceAccount(ns), ns+"/raystep", ns, p)
+}
+
+// awaitAllowed waits until the API server lets who, as cfg authenticates
+// them, do p in ns.
+func awaitAllowed(t *testing.T, cfg *rest.Config, who, ns string, p permission) {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +555,7 @@ func awaitGranted(t *testing.T, ns string, p permission) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s/raystep is still not allowed to %s after 30s: %v", ns, p, err)
+			t.Fatalf("%s is still not allowed to %s in %s after 30s: %v", who, p, ns, err)
 		case <-time.After(20 * time.Millisecond): // the authorizer's cache has no event to wait on from here
 		}
 	}
