@@ -67,9 +67,9 @@ func (n *notices) wait(t *testing.T, from int, sub string, done <-chan struct{})
 	for {
 		n.mu.Lock()
 		for i := from; i < len(n.seen); i++ {
-			if strings.Contains(n.seen[i], sub) {
+			if msg := n.seen[i]; strings.Contains(msg, sub) {
 				n.mu.Unlock()
-				return n.seen[i], i + 1
+				return msg, i + 1
 			}
 		}
 		added := n.added
