@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -39,7 +40,19 @@ var shared struct {
 	err     error
 }
 
+// parallel is how many of the package's tests run at once unless
+// -test.parallel says otherwise. They spend their time waiting on the API
+// server, the operator, kwok's pod delays and the Ray head, not on the
+// CPU, so the GOMAXPROCS default would leave a 2-core machine idle.
+const parallel = 8
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	code := m.Run()
 	if shared.k8s != nil {
 		// Whatever the tests did, the suite must leave nothing behind.
@@ -57,6 +70,9 @@ func TestMain(m *testing.M) {
 	}
 	shared.ray.Stop()
 	tokenRay.Stop()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 	os.Exit(code)
 }
 
@@ -81,26 +97,36 @@ func setup(t *testing.T) {
 	}
 }
 
-// nodes mirrors the profile's A100 pool (labels, taints, 8 GPUs) and adds
-// a CPU node. The L4 pool gets no node, so asking for an L4 is really
-// Unschedulable.
+// gpuNodes is the size of the fake A100 pool: enough GPUs for every step
+// of the package running at once (one A100 worker each), so a step's
+// worker is never Unschedulable because of another test.
+const gpuNodes = 4
+
+// nodes mirrors the profile's A100 pool (labels, taints, 8 GPUs a node)
+// and adds a CPU node. The L4 pool gets no node, so asking for an L4 is
+// really Unschedulable.
 func nodes(p *schemas.Profile) []cluster.NodeSpec {
 	gpu := p.Spec.GPUTypes["a100-80gb"]
-	n := cluster.NodeSpec{Name: "gpu-a100-80gb-0", Labels: gpu.NodeSelector, Capacity: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
-		corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceName(gpu.ResourceName): resource.MustParse("8"),
-	}}
+	var taints []corev1.Taint
 	for _, tol := range gpu.Tolerations {
 		value := tol.Value
 		if tol.Operator == "Exists" {
 			value = "present"
 		}
-		n.Taints = append(n.Taints, corev1.Taint{Key: tol.Key, Value: value, Effect: corev1.TaintEffect(tol.Effect)})
+		taints = append(taints, corev1.Taint{Key: tol.Key, Value: value, Effect: corev1.TaintEffect(tol.Effect)})
 	}
-	return []cluster.NodeSpec{n, {Name: "cpu-0", Capacity: corev1.ResourceList{
+	var all []cluster.NodeSpec
+	for i := range gpuNodes {
+		all = append(all, cluster.NodeSpec{Name: fmt.Sprintf("gpu-a100-80gb-%d", i), Labels: gpu.NodeSelector, Taints: taints,
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+				corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceName(gpu.ResourceName): resource.MustParse("8"),
+			}})
+	}
+	return append(all, cluster.NodeSpec{Name: "cpu-0", Capacity: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
 		corev1.ResourcePods: resource.MustParse("110"),
-	}}}
+	}})
 }
 
 // restricted returns the Pod Security Admission labels of every test

@@ -27,6 +27,7 @@ import (
 // gc deletes the first and the last, with their RayClusters and pods, and
 // never the one running on time.
 func TestGCOrphans(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-gc")
 	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
@@ -157,6 +158,7 @@ func ptr[T any](v T) *T { return &v }
 // deadlines are hours away), and the garbage collector removes its
 // RayCluster, pods and Lease.
 func TestBinarySIGKILLThenGCFreesTheCluster(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	bin := buildRaystep(t)
 	ns := namespace(t, "e2e-bin-sigkill-gc")

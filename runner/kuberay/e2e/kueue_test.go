@@ -235,6 +235,7 @@ func lsRow(t *testing.T, ns string, q *queuedStep) (kuberay.Summary, bool) {
 // nothing (no RayJob, RayCluster, pod or Workload); the second runs once
 // the first ended.
 func TestKueueHoldsTheSecondStep(t *testing.T) {
+	t.Parallel()
 	setupKueue(t)
 	ns := namespace(t, "e2e-kueue")
 	oneGPUQueue(t, ns)

@@ -34,6 +34,7 @@ const violates = `violates PodSecurity "restricted:latest"`
 // weakened one way at a time, are refused by the API server there: Pod
 // Security is really enforced.
 func TestPodSecurityAdmitted(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-psa-admitted")
 	serviceAccount(t, ns, shared.profile.Spec.ServiceAccount) // the autoscaler's
@@ -241,6 +242,7 @@ func eachContainer(s *corev1.PodSpec, f func(*corev1.Container)) {
 // failure (exit 3) carrying the API server's reason from KubeRay's
 // FailedToCreate event, and the step leaves nothing behind.
 func TestPodSecurityRefusal(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	tests := []struct {
 		name, ns  string
@@ -261,6 +263,7 @@ func TestPodSecurityRefusal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ns := namespace(t, tt.ns)
 			b := backend(t, spec(t), ns, nil, nil)
 			b.Customize = tt.customize

@@ -92,6 +92,7 @@ var leastPrivilege = []struct {
 // fails at once with the API server's words naming that verb, resource,
 // API group and namespace, and no other.
 func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	perms := rolePermissions(t)
 	var covered []permission
 	for _, c := range leastPrivilege {

@@ -37,13 +37,31 @@ import (
 // assetKey is the Dagster asset the binary steps materialize.
 const assetKey = "e2e/model"
 
-// buildRaystep compiles cmd/raystep into a temp dir of t. With Go's build
-// cache only the first build of a package run compiles; the others link.
+// buildRaystep returns the raystep binary the package's tests run,
+// compiling cmd/raystep on first use: once, not per test, since tests
+// running in parallel would each link their own copy.
 func buildRaystep(t *testing.T) string {
 	t.Helper()
+	built.once.Do(func() { built.bin, built.err = goBuildRaystep() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// built is the binary every test of the package runs, built on first use;
+// TestMain removes its directory.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func goBuildRaystep() (string, error) {
 	root, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
@@ -51,17 +69,20 @@ func buildRaystep(t *testing.T) string {
 		}
 		parent := filepath.Dir(root)
 		if parent == root {
-			t.Fatal("no go.mod above the package directory")
+			return "", errors.New("no go.mod above the package directory")
 		}
 		root = parent
 	}
-	bin := filepath.Join(t.TempDir(), "raystep")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/raystep")
+	if built.dir, err = os.MkdirTemp("", "raystep-e2e-bin-"); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(built.dir, "raystep")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/raystep")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/raystep: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/raystep: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // dagsterStep is one Dagster step (run id, retry 0, one asset) whose
@@ -332,6 +353,7 @@ func materialized(t *testing.T, path, key string) any {
 // job to SUCCEEDED, exits 0 and removes everything. One RayJob was ever
 // created and the head ran one job for the run.
 func TestBinarySIGKILLThenRestartReattaches(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	bin := buildRaystep(t)
 	ns := namespace(t, "e2e-bin-sigkill")
@@ -373,6 +395,7 @@ func TestBinarySIGKILLThenRestartReattaches(t *testing.T) {
 // TestBinarySIGTERMWhileRunning: SIGTERM while the job runs stops the Ray
 // job, deletes the RayJob, its RayCluster and pods, and exits 143.
 func TestBinarySIGTERMWhileRunning(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	bin := buildRaystep(t)
 	ns := namespace(t, "e2e-bin-sigterm")
@@ -391,10 +414,12 @@ func TestBinarySIGTERMWhileRunning(t *testing.T) {
 // to be submitted) deletes the RayJob, its RayCluster and pods and exits
 // 143.
 func TestBinarySIGTERMWhileProvisioning(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	bin := buildRaystep(t)
 	for _, at := range []rayv1.JobDeploymentStatus{rayv1.JobDeploymentStatusInitializing, rayv1.JobDeploymentStatusWaiting} {
 		t.Run(string(at), func(t *testing.T) {
+			t.Parallel()
 			ns := namespace(t, "e2e-bin-sigterm-"+strings.ToLower(string(at)))
 			s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import time; time.sleep(120)"`)
 			rayJobs := watchRayJobs(t, ns)

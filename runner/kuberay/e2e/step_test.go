@@ -22,6 +22,7 @@ import (
 // the RayJob, RayCluster and pods deleted. It reports the API requests the
 // step made and the times the issue asks for.
 func TestStepSucceeds(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-success")
 	cnt := &counter{}
@@ -55,6 +56,7 @@ func TestStepSucceeds(t *testing.T) {
 // TestRayJobFails: a job that exits non-zero fails the step as a job
 // failure (exit 1), and the cluster is still removed.
 func TestRayJobFails(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-jobfails")
 	b := backend(t, spec(t, `spec.entrypoint=python -c "import sys; print('boom'); sys.exit(3)"`), ns, nil, nil)
@@ -69,6 +71,7 @@ func TestRayJobFails(t *testing.T) {
 // no node can take fail the step at once (not at the provision timeout)
 // as an infrastructure failure carrying Kubernetes' own message.
 func TestProvisionFailsFast(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	pull := `Back-off pulling image "rayproject/ray:2.60.0-py311": not found`
 	tests := []struct {
@@ -92,6 +95,7 @@ func TestProvisionFailsFast(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ns := namespace(t, tt.ns)
 			b := backend(t, spec(t, tt.set...), ns, nil, nil)
 			b.Customize = tt.customize
@@ -117,9 +121,11 @@ func TestProvisionFailsFast(t *testing.T) {
 // TestCancel: SIGTERM (a cancelled context) at each phase of the RayJob
 // leaves nothing behind: no RayJob, RayCluster or pod, and no Ray job.
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	for _, at := range []rayv1.JobDeploymentStatus{rayv1.JobDeploymentStatusInitializing, rayv1.JobDeploymentStatusWaiting, rayv1.JobDeploymentStatusRunning} {
 		t.Run(string(at), func(t *testing.T) {
+			t.Parallel()
 			ns := namespace(t, "e2e-cancel-"+strings.ToLower(string(at)))
 			b := backend(t, spec(t, `spec.entrypoint=python -c "import time; time.sleep(300)"`), ns, nil, nil)
 			ctx, cancel := context.WithCancelCause(t.Context())
@@ -163,6 +169,7 @@ func waitStatus(ctx context.Context, ns string, status rayv1.JobDeploymentStatus
 // and its Ray job, follows it to the end and cleans up: one RayJob, one
 // Ray job.
 func TestReattachAfterKill(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-reattach")
 	s := spec(t, `spec.entrypoint=python -c "import time; print('attempt output'); time.sleep(8)"`)

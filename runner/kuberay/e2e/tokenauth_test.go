@@ -61,6 +61,7 @@ func tokenLabel(t *testing.T, head *rayhead.Head) (string, string) {
 // token appears nowhere in raystep's output, the namespace's events or
 // the operator's log.
 func TestTokenAuthStepSucceeds(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	head := tokenRay.Head(t)
 	ns := namespace(t, "e2e-token")
@@ -117,6 +118,7 @@ func TestTokenAuthStepSucceeds(t *testing.T) {
 // that status and the advice, exit 3, after deleting the RayJob and with
 // it the Secret. Neither token appears in its output or Pipes messages.
 func TestTokenAuthWrongTokenBinary(t *testing.T) {
+	t.Parallel()
 	setup(t)
 	head := tokenRay.Head(t)
 	bin := buildRaystep(t)
