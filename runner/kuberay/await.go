@@ -109,7 +109,7 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 	}
 	var again time.Duration
 	for _, p := range v.pods {
-		perr, wait := podProblem(p, m.clock.Now(), m.grace)
+		perr, wait := podProblem(p, m.clock.Now(), m.grace, AuthSecretName(m.name))
 		if wait > 0 && (again == 0 || wait < again) {
 			again = wait
 		}

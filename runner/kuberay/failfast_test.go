@@ -3,6 +3,7 @@ package kuberay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,8 @@ func TestReadyFailsFast(t *testing.T) {
 			want: ClusterError{Pod: "pod-head", Reason: "ErrImagePull", Message: "container ray-head: manifest unknown"}},
 		{name: "crash loop", podTyp: "head", pod: ptr(waiting("CrashLoopBackOff", "back-off 20s restarting failed container")),
 			want: ClusterError{Pod: "pod-head", Reason: "CrashLoopBackOff", Message: "container ray-head: back-off 20s restarting failed container, 0 restarts"}},
+		{name: "secret not found", podTyp: "head", pod: ptr(waiting("CreateContainerConfigError", `secret "s3-credentials" not found`)),
+			want: ClusterError{Pod: "pod-head", Reason: "CreateContainerConfigError", Message: `container ray-head: secret "s3-credentials" not found`}},
 		{name: "evicted head", podTyp: "head", pod: &corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
 			want: ClusterError{Pod: "pod-head", Reason: "PodFailed", Message: "Evicted The node was low on resource: memory."}},
 	}
@@ -86,6 +89,31 @@ func TestReadyFailsFast(t *testing.T) {
 				}
 			case <-time.After(5 * time.Second):
 				t.Errorf("Failures() reported nothing")
+			}
+		})
+	}
+}
+
+// TestTokenSecretNotYetThere: raystep creates a RayJob's token Secret just
+// after the RayJob, so a kubelet may start the head before the Secret
+// exists. Its CreateContainerConfigError for that Secret does not fail
+// Ready (the kubelet retries); Ready succeeds once the cluster is ready.
+func TestTokenSecretNotYetThere(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []string{`secret %q not found`, `secrets %q not found`} {
+		t.Run(msg, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes(t)
+			c := f.provision(t, request(0))
+			f.initializing(t, c)
+			f.addPod(t, c, "pod-head", "head", waiting("CreateContainerConfigError", fmt.Sprintf(msg, AuthSecretName(c.name))))
+			await(t, c, "waiting head pod seen", func(v view) bool { return len(v.pods) == 1 })
+			if err := c.Ready(cancelled(t)); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Ready while the head waits for its token Secret = %v, want still waiting", err)
+			}
+			f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+			if err := c.Ready(t.Context()); err != nil {
+				t.Fatalf("Ready once the cluster is ready = %v", err)
 			}
 		})
 	}

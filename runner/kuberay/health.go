@@ -116,8 +116,11 @@ var imageProblems = []string{
 
 // podProblem returns why pod cannot run, or nil. An Unschedulable pod
 // only counts once it has been so for grace (a cluster autoscaler may be
-// adding a node); wait then says when to look again.
-func podProblem(pod *corev1.Pod, now time.Time, grace time.Duration) (err *ClusterError, wait time.Duration) {
+// adding a node); wait then says when to look again. A container that
+// waits for the Secret named authSecret is no problem either: raystep
+// creates that token Secret right after the RayJob (it must be owned by
+// it), so a fast kubelet may look for it first, and retries.
+func podProblem(pod *corev1.Pod, now time.Time, grace time.Duration, authSecret string) (err *ClusterError, wait time.Duration) {
 	problem := func(reason, msg string) *ClusterError {
 		return &ClusterError{Pod: pod.Name, Reason: reason, Message: msg}
 	}
@@ -136,6 +139,9 @@ func podProblem(pod *corev1.Pod, now time.Time, grace time.Duration) (err *Clust
 	statuses := slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses)
 	for _, cs := range statuses {
 		if w := cs.State.Waiting; w != nil && slices.Contains(imageProblems, w.Reason) {
+			if w.Reason == "CreateContainerConfigError" && waitsForSecret(w.Message, authSecret) {
+				continue
+			}
 			msg := w.Message
 			if w.Reason == "CrashLoopBackOff" {
 				msg = crashMessage(cs)
@@ -144,6 +150,13 @@ func podProblem(pod *corev1.Pod, now time.Time, grace time.Duration) (err *Clust
 		}
 	}
 	return nil, 0
+}
+
+// waitsForSecret reports whether msg is the kubelet's "not found" for the
+// Secret named name: `secret "NAME" not found` from its watch-based secret
+// manager, `secrets "NAME" not found` when it asked the API server.
+func waitsForSecret(msg, name string) bool {
+	return msg == fmt.Sprintf("secret %q not found", name) || msg == fmt.Sprintf("secrets %q not found", name)
 }
 
 // crashMessage describes a crash-looping container by its last exit.
