@@ -65,7 +65,7 @@ func TestEventsOfSuccessfulStep(t *testing.T) {
 	want := []brief{
 		{PhaseProvision, KindNote, "step " + id + " (train) on kuberay"},
 		{PhaseProvision, KindNote, "cluster ml-ads/raystep-train ready"},
-		{PhaseDashboard, KindNote, "reached https://ray.example.com/train"},
+		{PhaseDashboard, KindNote, "reached https://ray.example.com/train through http://127.0.0.1:38265"},
 		{PhaseSubmit, KindNote, "job " + id + " submitted"},
 		{PhaseRun, KindNote, "job " + id + " SUCCEEDED"},
 		{PhaseTeardown, KindNote, "cluster ml-ads/raystep-train deleted"},

@@ -80,7 +80,11 @@ func (s *state) dashboard(ctx context.Context) error {
 	}
 	s.dash, s.jobs = d, jobs
 	s.events.know(s.cluster.Name(), d.shownURL())
-	s.note(PhaseDashboard, "reached %s", d.shownURL())
+	if d.PublicURL != "" && d.PublicURL != d.URL { // e.g. the head service over a port-forward: say both
+		s.note(PhaseDashboard, "reached %s through %s", d.PublicURL, d.URL)
+	} else {
+		s.note(PhaseDashboard, "reached %s", d.shownURL())
+	}
 	return nil
 }
 
