@@ -26,7 +26,19 @@ import (
 // on the raystep binary that started it.
 
 // Clusters starts, lists and stops the interactive clusters recorded in
-// one state dir (StateDir).
+// one state dir (StateDir). `raystep up`, `ls`, `down` and `gc` on the
+// local backend map onto it one to one:
+//
+//	dir, err := local.StateDir(os.Getenv)
+//	c := &local.Clusters{Dir: dir, Head: rayhead.Options{RayBin: rayBin}}
+//	in, started, err := c.Up(ctx, local.UpOptions{Name: "dev", Owner: user, TTL: 4 * time.Hour})
+//	all, err := c.List()          // each with its Status
+//	err = c.Down(ctx, "dev")      // errors.Is(err, local.ErrNotFound) for an unknown name
+//	results, err := c.GC(ctx, dryRun)
+//
+// A person uses a cluster through in.DashboardURL with the token in
+// in.TokenFile (the Jobs API, `raystep run --cluster`), or with in.Env()
+// set (a script's ray.init()).
 type Clusters struct {
 	// Dir holds the records; it is created when needed.
 	Dir string

@@ -73,8 +73,8 @@ type Status string
 const (
 	// StatusRunning: its supervisor runs and its expiry has not passed.
 	StatusRunning Status = "running"
-	// StatusExpired: its expiry has passed; its supervisor stopped it, or
-	// is stopping it.
+	// StatusExpired: its expiry has passed; its supervisor stopped it, is
+	// stopping it, or ended earlier (GC clears away what is left).
 	StatusExpired Status = "expired"
 	// StatusGone: its supervisor ended before its expiry (the head
 	// exited, or the supervisor was killed); nothing will stop what may
