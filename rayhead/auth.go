@@ -38,6 +38,18 @@ func loopbackEnv(host string) []string {
 	return []string{"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"}
 }
 
+// ClientEnv is what a Ray client on this machine (a driver's ray.init(),
+// `ray status`) needs besides RAY_ADDRESS to use a private head on host
+// whose token is in tokenFile: the loopback setting above and token auth
+// read from the file, so that the token itself never shows.
+func ClientEnv(host, tokenFile string) []string {
+	env := loopbackEnv(host)
+	if tokenFile != "" {
+		env = append(env, "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN_PATH="+tokenFile)
+	}
+	return env
+}
+
 // Env is the environment for a ray process that talks to a head on host:
 // `ray start` itself, or Ray's Python asked about a cluster. It is this
 // process's environment minus RAY_ADDRESS, with ray's interpreter first on
@@ -51,7 +63,7 @@ func Env(rayBin, host string, extra ...string) []string {
 // tokenFile is the name of the token file in a head's temp dir.
 const tokenFile = "auth_token"
 
-// startEnv is the environment of `ray start`: Env and, with
+// startEnv is the environment of `ray start`: Env, headMark and, with
 // opts.TokenAuth, a new token written to a 0600 file that Ray reads
 // through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
 func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
@@ -67,6 +79,7 @@ func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
 	}
 	// exec.Cmd uses the last value of a repeated key, so these win over
 	// headEnv's defaults and the inherited environment.
+	extra = append(extra, headMark+"="+h.tempDir)
 	return Env(rayBin, h.host, append(extra, opts.Env...)...), nil
 }
 

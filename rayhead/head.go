@@ -11,6 +11,10 @@
 // workers that leave its process group and session included, stays in its
 // tree; Head.Stop has it kill exactly that tree, and it does so by itself
 // when raystep is gone, even SIGKILLed.
+//
+// A detached head (Options.Detach, Head.Detach; detach.go) is the one
+// exception: its keeper outlives raystep and stops the head at the expiry
+// in a record file instead, and later processes reach it through Detached.
 package rayhead
 
 import (
@@ -71,6 +75,9 @@ type Options struct {
 	// the head runs with token auth off, whatever ~/.ray/auth_token holds,
 	// unless RAY_AUTH_MODE is set.
 	TokenAuth bool
+	// Detach, when set, starts a head that can outlive this process: see
+	// DetachOptions and Head.Detach. Stdout and Stderr are then unused.
+	Detach *DetachOptions
 
 	// tempRoot replaces tempRoot, for tests: the sweep of stale temp dirs
 	// that every Start runs then leaves a test's dirs to that test.
@@ -80,7 +87,7 @@ type Options struct {
 // Head is a running Ray head started by Start.
 type Head struct {
 	keeper      *keeper
-	tail        *tailBuffer
+	out         fmt.Stringer // the last part of the output of `ray start`
 	tempDir     string
 	ownsTempDir bool
 	host        string
@@ -121,7 +128,7 @@ func (h *Head) TempDir() string { return h.tempDir }
 func (h *Head) Pid() int { return h.keeper.rayPid }
 
 // Output returns the last part of the output of `ray start`.
-func (h *Head) Output() string { return h.tail.String() }
+func (h *Head) Output() string { return h.out.String() }
 
 // Start starts a Ray head and returns once `ray start` said the node
 // is up and the dashboard answers GET /api/version. On any failure it
@@ -187,7 +194,6 @@ func retryableStart(out string) bool {
 
 func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) {
 	h := &Head{
-		tail:        newTailBuffer(16 << 10),
 		host:        opts.Host,
 		logger:      opts.Logger,
 		stopTimeout: opts.StopTimeout,
@@ -218,14 +224,23 @@ func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) 
 		h.removeTempDir()
 		return nil, err
 	}
-	spec := keeperSpec{rayBin: rayBin, args: args, env: env,
-		stdout: writers(h.tail, opts.Stdout), stderr: writers(h.tail, opts.Stderr),
+	stdout, stderr, closeLog, err := h.outputs(opts)
+	if err != nil {
+		h.removeTempDir()
+		return nil, err
+	}
+	spec := keeperSpec{rayBin: rayBin, args: args, env: env, stdout: stdout, stderr: stderr,
 		grace: h.stopTimeout, lock: lock}
 	if h.ownsTempDir {
 		spec.removeDir = h.tempDir
 	}
+	if opts.Detach != nil {
+		spec.record = opts.Detach.Record
+	}
 	h.logger.Info("starting ray head", zap.String("ray", rayBin), zap.Strings("args", args))
-	if h.keeper, err = startKeeper(spec); err != nil {
+	h.keeper, err = startKeeper(spec)
+	closeLog() // the keeper holds its own copy
+	if err != nil {
 		h.removeTempDir()
 		return nil, err
 	}

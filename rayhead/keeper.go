@@ -30,11 +30,14 @@ const lockName = "raystep-head.lock"
 
 // keeper is raystep's end of one running keeper.
 type keeper struct {
-	cmd     *exec.Cmd
-	pid     int
-	control *os.File      // write end of the keeper's fd 3: "stop", or close
-	started chan struct{} // closed once ray runs, or the keeper ended
-	done    chan struct{} // closed once the keeper exited and said all it had to
+	cmd        *exec.Cmd
+	pid        int
+	control    *os.File      // write end of the keeper's fd 3: "stop", or close
+	started    chan struct{} // closed once ray runs, or the keeper ended
+	detached   chan struct{} // closed once a detached keeper holds its expiry
+	done       chan struct{} // closed once the keeper exited and said all it had to
+	recordPath string        // a detached head's record; empty for a step's head
+	asked      bool          // detach was asked for: stop signals the keeper
 
 	// Set by read before started or done close.
 	running   bool // the keeper said "started"
@@ -53,6 +56,7 @@ type keeperSpec struct {
 	grace          time.Duration
 	removeDir      string   // the temp dir the keeper removes; empty for none
 	lock           *os.File // the flocked lock file in removeDir, or nil
+	record         string   // a detached head's record (DetachOptions.Record); empty for none
 }
 
 // startKeeper starts the keeper, which starts `ray ARGS` as its child, and
@@ -72,16 +76,17 @@ func startKeeper(s keeperSpec) (*keeper, error) {
 		return nil, fmt.Errorf("create keeper status pipe: %w", err)
 	}
 	grace := strconv.FormatFloat(s.grace.Seconds(), 'f', 3, 64)
-	argv := append([]string{"-I", "-S", "-", grace, s.removeDir, "--", s.rayBin}, s.args...)
-	k := &keeper{cmd: exec.Command(python, argv...), control: ctrlW,
-		started: make(chan struct{}), done: make(chan struct{})}
+	argv := append([]string{"-I", "-S", "-", grace, s.removeDir, s.record, "--", s.rayBin}, s.args...)
+	k := &keeper{cmd: exec.Command(python, argv...), control: ctrlW, recordPath: s.record,
+		started: make(chan struct{}), detached: make(chan struct{}), done: make(chan struct{})}
 	k.cmd.Env = s.env
 	k.cmd.Stdin = strings.NewReader(keeperScript)
 	k.cmd.Stdout, k.cmd.Stderr = s.stdout, s.stderr
 	k.cmd.ExtraFiles = []*os.File{ctrlR, statW, s.lock}
 	// Its own process group: a Ctrl-C or a kill of raystep's group leaves
-	// the keeper to clean up after raystep.
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// the keeper to clean up after raystep. A detached keeper gets a
+	// session of its own: no terminal's hangup reaches it.
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: s.record == "", Setsid: s.record != ""}
 	// Should the keeper itself be killed, orphans that hold its output
 	// must not hold up Wait.
 	k.cmd.WaitDelay = 5 * time.Second
@@ -121,6 +126,12 @@ func (k *keeper) record(line string) {
 			k.rayPid, _ = strconv.Atoi(rest)
 			close(k.started)
 		}
+	case "detached":
+		select {
+		case <-k.detached:
+		default:
+			close(k.detached)
+		}
 	case "exited":
 		k.rayExit = rest
 	case "left":
@@ -145,10 +156,15 @@ func (k *keeper) exitText() string {
 }
 
 // stop asks the keeper to tear the head down; done closes once it has.
+// A keeper asked to detach may no longer read its control pipe, so it
+// gets SIGTERM as well.
 func (k *keeper) stop() {
 	// A keeper that already ended has nothing to stop: errors are moot.
 	_, _ = io.WriteString(k.control, "stop\n")
 	_ = k.control.Close()
+	if k.asked {
+		_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	}
 }
 
 // result is what the keeper could not do, once done is closed; nil when

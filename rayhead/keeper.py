@@ -1,7 +1,7 @@
 """raystep's head keeper: it owns every process started for one private Ray head.
 
-raystep runs it as `python -I -S - GRACE TEMPDIR -- RAY ARGS...` with this
-program on stdin. The keeper makes itself a child subreaper, so every process
+raystep runs it as `python -I -S - GRACE TEMPDIR RECORD -- RAY ARGS...` with
+this program on stdin. The keeper makes itself a child subreaper, so every process
 the head starts stays in its tree whatever session or process group it moves
 to, and starts RAY ARGS in a process group of its own. It tears the head down
 when raystep writes "stop" on fd 3, when fd 3 reaches end of file (raystep is
@@ -9,14 +9,28 @@ gone, even by SIGKILL: only raystep holds the write end), on SIGTERM, or when
 ray exits: SIGTERM to every descendant, GRACE seconds, then SIGKILL until none
 is left, then it removes TEMPDIR unless it is empty.
 
-It reports on fd 4, one line each: "started PID" once ray runs, "exited CODE"
-when ray ended by itself, "left PID COMMAND" for a process it could not kill,
-"error TEXT" for anything else it could not do, and "done" last.
+A detached head (RECORD not empty) outlives raystep: once raystep writes
+"detach" on fd 3, the keeper reads the head's expiry from RECORD, a JSON file
+whose "expires" field is an RFC 3339 time, says "detached", and from then on
+ignores fd 3. It tears the head down at that expiry, on SIGTERM, or when ray
+exits. It reads RECORD again at the expiry it knows, on SIGHUP, and at least
+every RECHECK seconds, so a record rewritten with a later expiry extends the
+head and SIGHUP makes an earlier one count at once. Its notes go to stderr,
+which raystep points at a log file for a detached head.
+
+It reports on fd 4, one line each: "started PID" once ray runs, "detached"
+once it holds an expiry, "exited CODE" when ray ended by itself, "left PID
+COMMAND" for a process it could not kill, "error TEXT" for anything else it
+could not do, and "done" last.
 It keeps fd 5, raystep's flock on TEMPDIR/raystep-head.lock, open until it
-exits, so a keeper that was killed leaves a lock the next head start can take.
+exits, so a keeper that was killed leaves a lock the next head start can take,
+and writes ray's pid into it: the process group that a keeper that was killed
+leaves for the next raystep to kill.
 """
 
+import calendar
 import ctypes
+import json
 import os
 import select
 import shutil
@@ -27,15 +41,60 @@ import time
 
 PR_SET_CHILD_SUBREAPER = 36
 KILL_BOUND = 30.0  # seconds of SIGKILL rounds before survivors are reported
-CONTROL, STATUS = 3, 4
+RECHECK = 60.0  # longest wait before a detached keeper reads its record again
+CONTROL, STATUS, LOCK = 3, 4, 5
+DETACHED = False  # set once a detached keeper holds its expiry
+
+
+def note(text):
+    """Writes a timestamped note to a detached keeper's log."""
+    if not DETACHED:
+        return
+    try:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        sys.stderr.write("%s raystep keeper: %s\n" % (stamp, text))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def report(line):
     """Writes one status line; raystep may be gone, which is fine."""
+    if line.startswith(("left ", "error ", "exited ")):
+        note(line)
     try:
         os.write(STATUS, (line.replace("\n", " ") + "\n").encode())
     except OSError:
         pass
+
+
+def parse_time(text):
+    """Returns the seconds since the epoch of an RFC 3339 time as Go writes it."""
+    base, rest = text[:19], text[19:]
+    frac = ""
+    if rest.startswith("."):
+        end = 1
+        while end < len(rest) and rest[end].isdigit():
+            end += 1
+        frac, rest = rest[:end], rest[end:]
+    seconds = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
+    if rest not in ("Z", "z"):
+        hours, minutes = rest[1:].split(":")
+        offset = int(hours) * 3600 + int(minutes) * 60
+        seconds -= offset if rest[0] == "+" else -offset
+    return seconds + (float(frac) if len(frac) > 1 else 0.0)
+
+
+def read_expiry(record, known):
+    """Returns the expiry in RECORD, else known (a record being replaced or removed)."""
+    try:
+        with open(record, "rb") as f:
+            expires = parse_time(json.load(f)["expires"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return known
+    if expires != known:
+        note("expiry %s" % time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)))
+    return expires
 
 
 def reap():
@@ -107,24 +166,45 @@ def kill_tree(grace):
         time.sleep(0.05)
 
 
-def wait_for_reason(ray, wake_r):
+def wait_for_reason(ray, wake_r, record):
     """Blocks until the head must go; returns ray's exit code if it ended."""
+    global DETACHED
+    watch, expires = [CONTROL, wake_r], None
     while True:
-        ready, _, _ = select.select([CONTROL, wake_r], [], [])
+        timeout = None
+        if expires is not None:
+            timeout = min(max(expires - time.time(), 0.0), RECHECK)
+        ready, _, _ = select.select(watch, [], [], timeout)
         if CONTROL in ready:
             data = os.read(CONTROL, 512)
             if not data or b"stop" in data:
                 return None
+            if record and b"detach" in data:
+                expires = read_expiry(record, None)
+                if expires is None:
+                    report("error read the expiry in %s" % record)
+                    return None
+                DETACHED, watch = True, [wake_r]
+                os.close(CONTROL)
+                note("detached: ray pid %d, expiry %s" % (
+                    ray.pid, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))))
+                report("detached")
         if wake_r in ready and signal.SIGTERM in os.read(wake_r, 512):
+            note("stopping the head: SIGTERM")
             return None
         exited = reap()
         if ray.pid in exited:
             return exited[ray.pid]
+        if expires is not None:
+            expires = read_expiry(record, expires)
+            if time.time() >= expires:
+                note("stopping the head: it expired")
+                return None
 
 
 def main():
-    grace, temp_dir, cmd = float(sys.argv[1]), sys.argv[2], sys.argv[4:]
-    for fd in (CONTROL, STATUS, 5):
+    grace, temp_dir, record, cmd = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[5:]
+    for fd in (CONTROL, STATUS, LOCK):
         try:
             os.set_inheritable(fd, False)
         except OSError:
@@ -144,8 +224,12 @@ def main():
     except OSError as e:
         report("error start %s: %s" % (cmd[0], e))
         return finish(temp_dir, False)
+    try:
+        os.pwrite(LOCK, b"%d\n" % ray.pid, 0)
+    except OSError:
+        pass
     report("started %d" % ray.pid)
-    code = wait_for_reason(ray, wake_r)
+    code = wait_for_reason(ray, wake_r, record)
     if code is not None:
         report("exited %d" % code)
     ok = True
@@ -166,6 +250,7 @@ def finish(temp_dir, ok):
         except OSError as e:
             ok = False
             report("error remove %s: %s" % (temp_dir, e))
+    note("done: every process of the head is gone" if ok else "done, with the errors above")
     report("done")
     return 0 if ok else 1
 

@@ -15,26 +15,104 @@ import (
 	"syscall"
 )
 
-// killStragglers SIGKILLs processes whose command line mentions dir, which
-// is unique to one head. It reads /proc and does nothing elsewhere.
-func killStragglers(dir string) {
+// killStragglers SIGKILLs the processes of the head whose temp dir is dir
+// (headFinder). It reads /proc and does nothing elsewhere.
+func killStragglers(dir string) { newHeadFinder(dir).kill() }
+
+// headMark is set, to the head's temp dir, in the environment of `ray
+// start`, so that a process of the head that names the temp dir neither on
+// its command line nor by its process group (a driver in a session of its
+// own) is still found, unless it replaced its environment.
+const headMark = "RAYSTEP_HEAD_DIR"
+
+// headFinder finds the processes of a head whose keeper is gone: those
+// whose command line mentions dir (unique to one head) or whose
+// environment has headMark set to dir, and the members of the process
+// group of `ray start`, whose pid the keeper wrote into dir's lock file:
+// Ray's dashboard modules and agents, whose titles overwrote their command
+// line and environment, are found only so. The group counts once one of
+// its processes was seen to mention dir, so that a reused pid never does.
+type headFinder struct {
+	dir       string
+	mark      []byte
+	group     int
+	confirmed bool
+}
+
+func newHeadFinder(dir string) *headFinder {
+	f := &headFinder{dir: dir, mark: []byte(headMark + "=" + dir + "\x00")}
+	if b, err := os.ReadFile(filepath.Join(dir, lockName)); err == nil {
+		f.group, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return f
+}
+
+// find returns the command lines, by pid, of the head's live processes
+// other than this one.
+func (f *headFinder) find() map[int]string {
+	out, members := map[int]string{}, map[int]string{}
 	entries, err := os.ReadDir("/proc")
-	if err != nil || dir == "" {
-		return
+	if err != nil || f.dir == "" {
+		return out
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
+		state, pgrp := procState(pid)
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
+		if err != nil || state == "Z" || state == "" {
 			continue
 		}
-		if s := string(cmdline); strings.Contains(s, dir+"/") || strings.Contains(s, dir+"\x00") {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		s := string(cmdline)
+		cmd := strings.TrimSpace(strings.ReplaceAll(s, "\x00", " "))
+		switch {
+		case strings.Contains(s, f.dir+"/") || strings.Contains(s, f.dir+"\x00") || hasEnv(pid, f.mark):
+			out[pid] = cmd
+			f.confirmed = f.confirmed || (f.group > 0 && pgrp == f.group)
+		case f.group > 0 && pgrp == f.group:
+			members[pid] = cmd
 		}
 	}
+	if f.confirmed {
+		for pid, cmd := range members {
+			out[pid] = cmd
+		}
+	}
+	return out
+}
+
+// kill SIGKILLs what find finds and returns it.
+func (f *headFinder) kill() map[int]string {
+	left := f.find()
+	for pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return left
+}
+
+// procState returns pid's state letter and process group from
+// /proc/PID/stat; "" if it cannot be read.
+func procState(pid int) (state string, pgrp int) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest) // state ppid pgrp ...
+	if len(fields) < 3 {
+		return "", 0
+	}
+	pgrp, _ = strconv.Atoi(fields[2])
+	return fields[0], pgrp
+}
+
+// hasEnv reports whether pid's environment holds the entry kv (with its
+// trailing NUL).
+func hasEnv(pid int, kv []byte) bool {
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	return err == nil && (bytes.HasPrefix(env, kv) || bytes.Contains(env, append([]byte{0}, kv...)))
 }
 
 // headEnv is this process's environment minus RAY_ADDRESS, with the ray
