@@ -201,7 +201,7 @@ func (c *Cluster) awaitClusterGone(ctx context.Context, name string) error {
 }
 
 // gone reports whether the RayJob is known to be deleted.
-func (v view) gone() bool { return v.jobGone || v.jobSync && v.job == nil }
+func (v view) gone() bool { return v.jobGone || v.jobSync && v.job == nil && v.rc == nil }
 
 // leftovers describes what still exists, for a teardown that timed out.
 func (v view) leftovers() string {
@@ -212,6 +212,9 @@ func (v view) leftovers() string {
 			s += fmt.Sprintf(" with finalizers %v", v.job.Finalizers)
 		}
 		parts = append(parts, s)
+	}
+	if !v.gone() && v.rc != nil {
+		parts = append(parts, fmt.Sprintf("RayCluster still exists with finalizers %v", v.rc.Finalizers))
 	}
 	if n := len(v.pods); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d pods left, e.g. %s (%s)", n, v.pods[0].Name, v.pods[0].Status.Phase))
