@@ -100,8 +100,8 @@ func within(t *testing.T, what string, got, before, after time.Time, ttl time.Du
 
 // TestInteractiveLifecycle: `up` with flags alone makes a ready RayCluster
 // from the profile (GPU placement, owner, expiry), a second `up` of the
-// same name extends it instead of making a twin, and deleting it leaves
-// nothing of it.
+// same name extends it instead of making a twin, `down` refuses a name
+// that is not an interactive cluster and then leaves nothing of it.
 func TestInteractiveLifecycle(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -140,11 +140,15 @@ func TestInteractiveLifecycle(t *testing.T) {
 		t.Errorf("RayClusters in %s: %d (%v), want the one", ns, len(clusters.Items), err)
 	}
 
-	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
-	if err := i.Delete(t.Context(), ns, "alice-dev", rc.UID); err != nil {
-		t.Fatal(err)
+	o = raystepIn(t, env, "down", "-n", ns, "nope")
+	if o.code != 2 || !strings.Contains(o.stderr, "not a raystep interactive cluster") {
+		t.Errorf("down nope: exit %d %q, want 2 saying it is not an interactive cluster", o.code, o.stderr)
 	}
-	nothingLeft(t, ns)
+	o = mustRaystep(t, env, "down", "-n", ns, "alice-dev")
+	if !strings.Contains(o.stdout, "RayCluster "+ns+"/alice-dev deleted") {
+		t.Errorf("down printed %q", o.stdout)
+	}
+	nothingLeft(t, ns) // down returned once the RayCluster and its pods were gone
 }
 
 // onGPUNode checks that the cluster's worker runs on the profile's A100
@@ -230,6 +234,37 @@ func TestUpSIGTERMDeletesWhatItCreated(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "RayCluster "+ns+"/carol-wait deleted") {
 		t.Errorf("up said:\n%s\nwant that it deleted the cluster", out.String())
+	}
+	nothingLeft(t, ns)
+}
+
+// TestDownRefusesOtherRayClusters: down deletes nothing but raystep's
+// interactive clusters: a RayCluster labelled as a step's is refused
+// (exit 2) and left alone.
+func TestDownRefusesOtherRayClusters(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-down-refuses")
+	s := spec(t)
+	rc, err := kuberay.BuildCluster(s, shared.profile, ns, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Labels[kuberay.LabelKind] = "train" // a step's
+	rc.Spec.ManagedBy = ptr("kueue.x-k8s.io/multikueue")
+	if err := shared.k8s.Client.Create(t.Context(), rc); err != nil {
+		t.Fatal(err)
+	}
+	o := raystepIn(t, interactiveEnv(t), "down", "-n", ns, rc.Name)
+	if o.code != 2 || !strings.Contains(o.stderr, "RayCluster "+ns+"/"+rc.Name+": not a raystep interactive cluster") {
+		t.Errorf("down of a step's RayCluster: exit %d %q, want 2 and why", o.code, o.stderr)
+	}
+	if got := rayCluster(t, ns, rc.Name); got.DeletionTimestamp != nil {
+		t.Errorf("down is deleting a RayCluster that is not interactive")
+	}
+	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	if err := i.Delete(t.Context(), ns, rc.Name, ""); err != nil {
+		t.Fatal(err)
 	}
 	nothingLeft(t, ns)
 }
