@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -100,8 +101,9 @@ func within(t *testing.T, what string, got, before, after time.Time, ttl time.Du
 
 // TestInteractiveLifecycle: `up` with flags alone makes a ready RayCluster
 // from the profile (GPU placement, owner, expiry), a second `up` of the
-// same name extends it instead of making a twin, `down` refuses a name
-// that is not an interactive cluster and then leaves nothing of it.
+// same name extends it instead of making a twin, `ls` lists it beside
+// the steps, `down` refuses a name that is not an interactive cluster and
+// then leaves nothing of it.
 func TestInteractiveLifecycle(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -140,6 +142,8 @@ func TestInteractiveLifecycle(t *testing.T) {
 		t.Errorf("RayClusters in %s: %d (%v), want the one", ns, len(clusters.Items), err)
 	}
 
+	lsShowsInteractive(t, env, ns, expiry(t, extended))
+
 	o = raystepIn(t, env, "down", "-n", ns, "nope")
 	if o.code != 2 || !strings.Contains(o.stderr, "not a raystep interactive cluster") {
 		t.Errorf("down nope: exit %d %q, want 2 saying it is not an interactive cluster", o.code, o.stderr)
@@ -165,6 +169,39 @@ func onGPUNode(t *testing.T, ns, name string) {
 	if p := pods.Items[0]; !strings.HasPrefix(p.Spec.NodeName, "gpu-a100-80gb-") || p.Status.Phase != corev1.PodRunning {
 		t.Errorf("worker %s on node %q (%s), want running on the A100 pool", p.Name, p.Spec.NodeName, p.Status.Phase)
 	}
+}
+
+// lsShowsInteractive checks the cluster's row of `ls` and `ls -o json`.
+func lsShowsInteractive(t *testing.T, env []string, ns string, expires time.Time) {
+	t.Helper()
+	var rows []kuberay.Summary
+	if err := json.Unmarshal([]byte(mustRaystep(t, env, "ls", "-n", ns, "-o", "json").stdout), &rows); err != nil {
+		t.Fatalf("ls -o json: %v", err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("ls -o json listed %d rows, want the cluster", len(rows))
+	}
+	r := rows[0]
+	got := []any{r.Name, r.ClusterKind, r.Owner, r.GPUs, r.Deployment, r.Expires != nil && r.Expires.Equal(expires)}
+	want := []any{"alice-dev", "interactive", "alice", "a100-80gb=1", "ready", true}
+	if !equalAll(got, want) {
+		t.Errorf("ls -o json row %+v: got %v, want %v (expiry %s)", r, got, want, expires)
+	}
+	table := mustRaystep(t, env, "ls", "-n", ns).stdout
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME ") || strings.Join(strings.Fields(lines[1])[:5], " ") != "alice-dev interactive alice - a100-80gb=1" ||
+		!strings.Contains(lines[1], " in ") {
+		t.Errorf("ls printed:\n%s\nwant the cluster's row: KIND interactive, owner, GPUs, expiry", table)
+	}
+}
+
+func equalAll(got, want []any) bool {
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return len(got) == len(want)
 }
 
 // TestUpUnknownGPUPoolFailsFast: a GPU type the profile knows but no node
