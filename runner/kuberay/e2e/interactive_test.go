@@ -275,6 +275,52 @@ func TestUpSIGTERMDeletesWhatItCreated(t *testing.T) {
 	nothingLeft(t, ns)
 }
 
+// TestGCExpiredInteractive: gc deletes an interactive cluster whose
+// expiry has passed and keeps a live one, saying why; --dry-run only
+// says so.
+func TestGCExpiredInteractive(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-gc-interactive")
+	env := interactiveEnv(t)
+	mustRaystep(t, env, "up", "-n", ns, "--name", "short", "--owner", "dave", "--ttl", "1s")
+	mustRaystep(t, env, "up", "-n", ns, "--name", "long", "--owner", "dave", "--ttl", "1h")
+	short := rayCluster(t, ns, "short")
+	select { // until its 1s TTL has passed
+	case <-time.After(time.Until(expiry(t, short).Add(100 * time.Millisecond))):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	for _, tt := range []struct {
+		args       []string
+		del, keep  string
+		deleteDone bool
+	}{
+		{[]string{"gc", "-n", ns, "--dry-run"}, "would delete RayCluster " + ns + "/short: interactive, expired ", "would keep RayCluster " + ns + "/long: interactive, expires in ", false},
+		{[]string{"gc", "-n", ns}, "deleted RayCluster " + ns + "/short: interactive, expired ", "kept RayCluster " + ns + "/long: interactive, expires in ", true},
+	} {
+		o := mustRaystep(t, env, tt.args...)
+		if !strings.Contains(o.stdout, tt.del) || !strings.Contains(o.stdout, tt.keep) {
+			t.Errorf("raystep %s printed %q, want %q and %q", strings.Join(tt.args, " "), o.stdout, tt.del, tt.keep)
+		}
+		now := &rayv1.RayCluster{}
+		err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "short"}, now)
+		if deleting := err != nil || now.DeletionTimestamp != nil; deleting != tt.deleteDone {
+			t.Errorf("after raystep %s the expired cluster is being deleted: %v, want %v", strings.Join(tt.args, " "), deleting, tt.deleteDone)
+		}
+	}
+	if rc := rayCluster(t, ns, "long"); rc.DeletionTimestamp != nil {
+		t.Errorf("gc is deleting the live cluster")
+	}
+	// Wait by watch until gc's delete is done (deleting again is a no-op).
+	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	if err := i.Delete(t.Context(), ns, "short", short.UID); err != nil {
+		t.Fatal(err)
+	}
+	mustRaystep(t, env, "down", "-n", ns, "long")
+	nothingLeft(t, ns)
+}
+
 // TestDownRefusesOtherRayClusters: down deletes nothing but raystep's
 // interactive clusters: a RayCluster labelled as a step's is refused
 // (exit 2) and left alone.
