@@ -226,7 +226,7 @@ func (a *app) printUp(inCluster bool, upped kuberay.Upped, ttl time.Duration) er
 
 // printRunHint says how to run a step on the cluster.
 func printRunHint(w io.Writer, rc *rayv1.RayCluster) {
-	fmt.Fprintf(w, "  raystep run --cluster %s is not available in this version: submit with ray job submit as above\n", rc.Name)
+	fmt.Fprintf(w, "  raystep run --backend kuberay --namespace %s --cluster %s -f step.yaml\n", rc.Namespace, rc.Name)
 }
 
 // headService names the head service of rc.

@@ -121,3 +121,23 @@ func TestUpExtendsOrRefuses(t *testing.T) {
 		t.Errorf("Find(nope) = %v, want ErrNotInteractive", err)
 	}
 }
+
+// TestBorrowedRayJob: a step on an interactive cluster gets a RayJob that
+// selects the cluster (spec.clusterSelector) and describes none of its
+// own, is never suspended in a queue, and claims no GPUs of its own.
+func TestBorrowedRayJob(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	f.b.Profile.Spec.Queue = "a100" // a queued step otherwise
+	f.b.Cluster = "alice-dev"
+	job, err := f.b.rayJob(attempt(f.b.Spec, identity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{job.Spec.ClusterSelector, job.Spec.RayClusterSpec == nil, job.Spec.Suspend, job.Labels[LabelQueueName],
+		job.Annotations[AnnotationGPUs], job.Annotations[AnnotationCluster]}
+	want := []any{map[string]string{"ray.io/cluster": "alice-dev"}, true, false, "", "", "alice-dev"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("clusterSelector, no RayClusterSpec, suspend, queue, GPUs, cluster (-want +got):\n%s", diff)
+	}
+}
