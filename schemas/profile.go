@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed default_profile.yaml
@@ -53,6 +54,42 @@ type ProfileSpec struct {
 	// RayAuth turns on Ray's token authentication on KubeRay clusters.
 	RayAuth RayAuth       `json:"rayAuth,omitzero"`
 	Limits  ProfileLimits `json:"limits"`
+	// Interactive bounds the clusters `raystep up` makes for people.
+	Interactive Interactive `json:"interactive,omitzero"`
+}
+
+// Interactive is the profile's say on interactive clusters.
+type Interactive struct {
+	// TTL is how long an interactive cluster lives before `raystep gc`
+	// deletes it.
+	TTL InteractiveTTL `json:"ttl,omitzero"`
+}
+
+// InteractiveTTL is the default and the longest life of an interactive
+// cluster, as Go durations ("8h"); empty means DefaultInteractiveTTL and
+// MaxInteractiveTTL.
+type InteractiveTTL struct {
+	Default string `json:"default,omitempty"`
+	Max     string `json:"max,omitempty"`
+}
+
+// The TTL bounds of interactive clusters when the profile sets none.
+const (
+	DefaultInteractiveTTL = 8 * time.Hour
+	MaxInteractiveTTL     = 24 * time.Hour
+)
+
+// TTLs returns the default and the longest TTL of an interactive cluster:
+// the profile's, checked when it was loaded, else the built-in ones.
+func (i Interactive) TTLs() (def, limit time.Duration) {
+	def, limit = DefaultInteractiveTTL, MaxInteractiveTTL
+	if d, msg := parseDuration(i.TTL.Max); msg == "" {
+		limit = d
+	}
+	if d, msg := parseDuration(i.TTL.Default); msg == "" {
+		def = d
+	}
+	return min(def, limit), limit
 }
 
 // RayAuthToken is the RayAuth mode that turns Ray's token authentication on.
@@ -241,6 +278,35 @@ func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) 
 		if _, msg := parseDuration(d); msg != "" {
 			errs.add(file, pos, "/spec/limits/maxRunTimeout", "%s", msg)
 		}
+	}
+	checkInteractiveTTL(file, pos, errs, spec["interactive"])
+}
+
+// checkInteractiveTTL checks spec.interactive.ttl: durations, and a
+// default no longer than the maximum.
+func checkInteractiveTTL(file string, pos positions, errs *ValidationErrors, v any) {
+	interactive, _ := v.(map[string]any)
+	ttl, _ := interactive["ttl"].(map[string]any)
+	got := map[string]time.Duration{}
+	for _, k := range []string{"default", "max"} {
+		s, ok := ttl[k].(string)
+		if !ok {
+			continue
+		}
+		d, msg := parseDuration(s)
+		if msg != "" {
+			errs.add(file, pos, "/spec/interactive/ttl/"+k, "%s", msg)
+			continue
+		}
+		got[k] = d
+	}
+	def, okDef := got["default"]
+	limit, okMax := got["max"]
+	switch {
+	case okDef && okMax && def > limit:
+		errs.add(file, pos, "/spec/interactive/ttl/default", "%s is longer than max %s", def, limit)
+	case okDef && !okMax && def > MaxInteractiveTTL:
+		errs.add(file, pos, "/spec/interactive/ttl/default", "%s is longer than the built-in max %s: set max too", def, MaxInteractiveTTL)
 	}
 }
 

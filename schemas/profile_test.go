@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -154,5 +155,56 @@ metadata: {name: bad}
 spec: {namespace: ml, images: {allow: ["*"]}, gpuTypes: {a: {resourceName: r, nodeSelector: {p: a}}}, rayAuth: {mode: tokens}}
 `)); err == nil || !strings.Contains(err.Error(), "/spec/rayAuth/mode") {
 		t.Errorf("ParseProfile with mode tokens = %v, want an error at /spec/rayAuth/mode", err)
+	}
+}
+
+// TestInteractiveTTL: spec.interactive.ttl defaults to 8h with a 24h
+// maximum, takes the profile's values, and refuses bad durations and a
+// default over the maximum.
+func TestInteractiveTTL(t *testing.T) {
+	t.Parallel()
+	base := "apiVersion: raystep.dev/v1alpha1\nkind: PlatformProfile\nmetadata: {name: p}\nspec:\n  namespace: ml\n" +
+		"  images: {allow: [\"rayproject/ray:*\"]}\n  gpuTypes: {a100: {resourceName: nvidia.com/gpu, nodeSelector: {pool: a100}}}\n"
+	tests := []struct {
+		name, interactive string
+		def, max          time.Duration
+		errs              []string
+	}{
+		{name: "built-in", def: 8 * time.Hour, max: 24 * time.Hour},
+		{name: "profile's", interactive: "{ttl: {default: 2h, max: 12h}}", def: 2 * time.Hour, max: 12 * time.Hour},
+		{name: "only max", interactive: "{ttl: {max: 4h}}", def: 4 * time.Hour, max: 4 * time.Hour},
+		{name: "bad duration", interactive: "{ttl: {default: soon}}",
+			errs: []string{`p.yaml: /spec/interactive/ttl/default: "soon" is not a duration (e.g. 90s, 15m, 24h)`}},
+		{name: "default over max", interactive: "{ttl: {default: 10h, max: 5h}}",
+			errs: []string{"p.yaml: /spec/interactive/ttl/default: 10h0m0s is longer than max 5h0m0s"}},
+		{name: "unknown key", interactive: "{ttl: {min: 1h}}",
+			errs: []string{`p.yaml: /spec/interactive/ttl/min: unknown key "min" (did you mean "max"?)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			src := base
+			if tt.interactive != "" {
+				src += "  interactive: " + tt.interactive + "\n"
+			}
+			p, err := ParseProfile("p.yaml", []byte(src))
+			if tt.errs != nil {
+				var ve *ValidationErrors
+				if !errors.As(err, &ve) {
+					t.Fatalf("ParseProfile = %v, want validation errors", err)
+				}
+				if diff := cmp.Diff(tt.errs, strings.Split(ve.Error(), "\n")); diff != "" {
+					t.Errorf("errors (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			def, limit := p.Spec.Interactive.TTLs()
+			if def != tt.def || limit != tt.max {
+				t.Errorf("TTLs() = %s, %s; want %s, %s", def, limit, tt.def, tt.max)
+			}
+		})
 	}
 }

@@ -35,6 +35,9 @@ type config struct {
 	RayAuthToken     string `env:"RAY_AUTH_TOKEN"`
 	RayAuthTokenPath string `env:"RAY_AUTH_TOKEN_PATH"`
 	Home             string `env:"HOME"`
+	// User is $USER: the owner of an interactive cluster up makes from
+	// flags without --owner.
+	User string `env:"USER"`
 	// RayAddress is Ray's own RAY_ADDRESS: with the local backend, run on
 	// that existing cluster (http(s) dashboard URL or GCS host:port).
 	RayAddress string `env:"RAY_ADDRESS"`

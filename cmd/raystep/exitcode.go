@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -41,6 +42,7 @@ var exitRules = []struct {
 }{
 	{exitUsage, func(err error) bool { return asType[*usageError](err) }},
 	{exitUsage, func(err error) bool { return asType[*schemas.ValidationErrors](err) }},
+	{exitUsage, func(err error) bool { return errors.Is(err, kuberay.ErrNotInteractive) }},
 	{exitJobFailed, func(err error) bool {
 		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)
 	}},

@@ -23,9 +23,12 @@ func (a *app) gcCommand() *cobra.Command {
 	o := gcOptions{now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "gc [--older-than DUR] [--heartbeat-grace DUR] [--dry-run]",
-		Short: "Delete raystep RayJobs whose step is gone",
-		Long: `gc deletes the RayJobs raystep created whose step is gone, and prints one
-line per RayJob: what it did (or, with --dry-run, would do) and why.
+		Short: "Delete raystep RayJobs whose step is gone, and expired interactive clusters",
+		Long: `gc deletes the RayJobs raystep created whose step is gone, and the
+interactive clusters (raystep up) whose expiry has passed, and prints one
+line per RayJob or RayCluster: what it did (or, with --dry-run, would do)
+and why. An interactive cluster is deleted once its expiry (the
+raystep.dev/expires-at annotation) has passed, never before.
 
 A running step renews a heartbeat Lease named after its RayJob every 15s.
 gc deletes a RayJob whose heartbeat stopped longer than --heartbeat-grace
@@ -65,12 +68,17 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if err != nil {
 		return err
 	}
-	verdicts := kuberay.JudgeAll(jobs, leases, o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace})
+	clusters, err := kuberay.ListClusters(cmd.Context(), clients.Ray, ns)
+	if err != nil {
+		return err
+	}
+	now, judge := o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace}
+	verdicts := append(kuberay.JudgeAll(jobs, leases, now, judge), kuberay.JudgeClusters(clusters, now, judge)...)
 	return kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
 		if r.Action == kuberay.Failed {
 			return // in the error gc returns
 		}
-		line := fmt.Sprintf("%s RayJob %s/%s: %s", r.Action, r.Job.Namespace, r.Job.Name, r.Reason)
+		line := fmt.Sprintf("%s %s: %s", r.Action, r.Object(), r.Reason)
 		if r.Note != "" {
 			line += "; not deleted: " + r.Note
 		}

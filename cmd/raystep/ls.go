@@ -22,10 +22,13 @@ func (a *app) lsCommand() *cobra.Command {
 	o := lsOptions{now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "ls [-A] [-o wide|json]",
-		Short: "List raystep's RayJobs: owner, kind, GPUs, status, age, dashboard",
-		Long: `ls lists the RayJobs raystep created (label app.kubernetes.io/managed-by=raystep)
+		Short: "List raystep's clusters: steps and interactive ones, owner, GPUs, status, age, expiry, dashboard",
+		Long: `ls lists the clusters raystep created (label app.kubernetes.io/managed-by=raystep)
 in the namespace given by --namespace, $RAYSTEP_NAMESPACE, the profile or the
-kubeconfig, or in every namespace with -A.`,
+kubeconfig, or in every namespace with -A: steps' RayJobs first (KIND step,
+TYPE the spec's kind), then interactive RayClusters made by up (KIND
+interactive, with their expiry). -o json carries the same, KIND as
+clusterKind.`,
 		Example: "  raystep ls -A\n  raystep ls -n ml-ads -o json",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ls(cmd, o) },
@@ -41,13 +44,20 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if o.output != "" && o.output != "wide" && o.output != "json" {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
-	_, _, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
+	clients, ns, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
-	rows := make([]kuberay.Summary, len(jobs))
+	clusters, err := kuberay.ListClusters(cmd.Context(), clients.Ray, ns)
+	if err != nil {
+		return err
+	}
+	rows := make([]kuberay.Summary, 0, len(jobs)+len(clusters))
 	for i := range jobs {
-		rows[i] = kuberay.Summarize(&jobs[i])
+		rows = append(rows, kuberay.Summarize(&jobs[i]))
+	}
+	for i := range clusters {
+		rows = append(rows, kuberay.SummarizeCluster(&clusters[i]))
 	}
 	if o.output == "json" {
 		return kuberay.WriteJSON(a.stdout, rows)

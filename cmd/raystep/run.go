@@ -21,6 +21,7 @@ const pollInterval = 500 * time.Millisecond
 // runOptions are run's flags.
 type runOptions struct {
 	file, backend, namespace    string
+	cluster                     string // --cluster: an interactive cluster to borrow
 	set                         []string
 	pipesContext, pipesMessages string
 }
@@ -54,6 +55,11 @@ RAYSTEP_DASHBOARD_TOKEN, else RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
 ~/.ray/auth_token, as for Ray's own tools. A private head listens on
 127.0.0.1 only and requires a token of its own.
 
+With --cluster NAME (KubeRay only) the step runs on the interactive
+cluster raystep up made in its namespace: its RayJob selects that cluster
+(spec.clusterSelector) instead of describing one, so the spec's cluster
+section is not used, and the step deletes its RayJob but never the cluster.
+
 A dashboard that stops answering while the job runs is tried again: run
 warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
 3m) without an answer it fails the step (exit 3), stopping the job if the
@@ -80,6 +86,7 @@ kills every process of the head and the job.`,
 	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up; KubeRay only) and never delete it")
 	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+logFormats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
@@ -161,7 +168,14 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	return a.newBackend(o, spec, profile, step)
+	if o.cluster != "" && firstNonEmpty(o.backend, a.cfg.Backend) != "kuberay" {
+		return runner.Step{}, nil, &usageError{errors.New("run --cluster: only the KubeRay backend has interactive clusters in this version: add --backend kuberay")}
+	}
+	step, b, err := a.newBackend(o, spec, profile, step)
+	if err == nil && o.cluster != "" {
+		err = a.borrow(cmd.Context(), b, &step, o.cluster)
+	}
+	return step, b, err
 }
 
 // closeSession closes the Pipes session, with err as the exception after

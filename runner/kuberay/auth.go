@@ -55,15 +55,20 @@ func NewAuthToken() (string, error) {
 // when job's cluster has no token authentication. It carries job's
 // labels and is owned by job (job.UID, empty before the RayJob exists).
 func AuthSecret(job *rayv1.RayJob) *corev1.Secret {
-	cs := job.Spec.RayClusterSpec
+	return authSecret(job.Spec.RayClusterSpec, &job.ObjectMeta, "RayJob")
+}
+
+// authSecret is the token Secret of the cluster cs, owned by the object
+// of kind owner that meta describes; nil without token authentication.
+func authSecret(cs *rayv1.RayClusterSpec, meta *metav1.ObjectMeta, owner string) *corev1.Secret {
 	if cs == nil || cs.AuthOptions == nil || cs.AuthOptions.Mode != rayv1.AuthModeToken || cs.AuthOptions.SecretName == nil {
 		return nil
 	}
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: *cs.AuthOptions.SecretName, Namespace: job.Namespace, Labels: maps.Clone(job.Labels),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob", Name: job.Name, UID: job.UID}},
+			Name: *cs.AuthOptions.SecretName, Namespace: meta.Namespace, Labels: maps.Clone(meta.Labels),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: rayv1.GroupVersion.String(), Kind: owner, Name: meta.Name, UID: meta.UID}},
 		},
 		Type:      corev1.SecretTypeOpaque,
 		Immutable: ptr(true),

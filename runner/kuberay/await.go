@@ -14,6 +14,7 @@ import (
 // view is a consistent copy of what the monitor knows.
 type view struct {
 	job      *rayv1.RayJob
+	rc       *rayv1.RayCluster // the interactive RayCluster
 	jobGone  bool
 	pods     []*corev1.Pod
 	podsSync bool
@@ -33,7 +34,7 @@ type view struct {
 func (m *monitor) snapshot() (view, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := view{job: m.job, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal,
+	v := view{job: m.job, rc: m.rc, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal,
 		workloads: slices.Sorted(maps.Keys(m.q.workloads))}
 	for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 		v.pods = append(v.pods, m.pods[k])
@@ -73,7 +74,7 @@ func (m *monitor) sleep(ctx context.Context, changed <-chan struct{}, again time
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-m.ctx.Done():
-		return fmt.Errorf("RayJob %s/%s: no longer watched", m.ns, m.name)
+		return fmt.Errorf("%s %s/%s: no longer watched", m.subject(), m.ns, m.name)
 	}
 	return nil
 }
@@ -94,8 +95,13 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 		return v.fatal, 0
 	}
 	if v.jobGone {
-		return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Deleted",
-			Message: "the RayJob was deleted by someone other than this step"}, 0
+		return &ClusterError{RayJob: m.ns + "/" + m.name, Kind: m.kind, Reason: "Deleted",
+			Message: "the " + m.subject() + " was deleted by someone other than this " + m.user()}, 0
+	}
+	if v.rc != nil {
+		if err := rayClusterState(v.rc); err != nil {
+			return err, 0
+		}
 	}
 	if v.job != nil {
 		r, err := jobState(v.job)
@@ -116,7 +122,7 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 		if perr == nil {
 			continue
 		}
-		perr.RayJob = m.ns + "/" + m.name
+		perr.RayJob, perr.Kind = m.ns+"/"+m.name, m.kind
 		if v.ready && !isHead(p) {
 			m.warnOnce(perr.Error(), "pod/"+p.Name+"/"+perr.Reason)
 			continue

@@ -119,6 +119,11 @@ type Backend struct {
 	// Holder names this step in its heartbeat Lease; empty means
 	// "hostname/pid".
 	Holder string
+	// Cluster, if set, is an interactive RayCluster (see Interactive) the
+	// step borrows: the RayJob selects it (spec.clusterSelector) instead of
+	// describing a cluster of its own, and teardown deletes the RayJob but
+	// never the cluster (interactive_borrow.go).
+	Cluster string
 	// Customize, if set, changes each RayJob after Build and before it is
 	// created, for what the profile cannot express (an admission
 	// controller's pod annotations; tests use it to make kwok fail a pod).
@@ -192,6 +197,9 @@ func (b *Backend) rayJob(step runner.Step) (*rayv1.RayJob, error) {
 	job, err := Build(b.Spec, b.Profile, step)
 	if err != nil {
 		return nil, err
+	}
+	if b.Cluster != "" {
+		borrow(job, b.Cluster)
 	}
 	if b.Customize != nil {
 		b.Customize(job)

@@ -169,20 +169,22 @@ func (c *Cluster) delete(ctx context.Context) error {
 }
 
 // awaitGone waits until the watches see the RayJob, its pods and its Kueue
-// Workload gone, then makes sure its RayCluster is gone too.
+// Workload gone, then makes sure its RayCluster is gone too. A borrowed
+// cluster (Backend.Cluster) and its pods stay: only the RayJob goes.
 func (c *Cluster) awaitGone(ctx context.Context) error {
+	borrowed := c.b.Cluster != ""
 	var last view
 	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
 		last = v
 		if v.blind { // the delete was issued, but nothing shows it done
 			return false, v.denied, 0
 		}
-		return v.gone() && len(v.pods) == 0 && len(v.workloads) == 0, nil, 0
+		return v.gone() && (borrowed || len(v.pods) == 0) && len(v.workloads) == 0, nil, 0
 	})
 	if err != nil {
 		return fmt.Errorf("wait for RayJob %s to be deleted: %w (%s)", c.Name(), err, last.leftovers())
 	}
-	if rc := c.mon.clusterName(); rc != "" {
+	if rc := c.mon.clusterName(); rc != "" && !borrowed {
 		if err := c.awaitClusterGone(ctx, rc); err != nil {
 			return err
 		}
@@ -201,7 +203,7 @@ func (c *Cluster) awaitClusterGone(ctx context.Context, name string) error {
 }
 
 // gone reports whether the RayJob is known to be deleted.
-func (v view) gone() bool { return v.jobGone || v.jobSync && v.job == nil }
+func (v view) gone() bool { return v.jobGone || v.jobSync && v.job == nil && v.rc == nil }
 
 // leftovers describes what still exists, for a teardown that timed out.
 func (v view) leftovers() string {
@@ -212,6 +214,9 @@ func (v view) leftovers() string {
 			s += fmt.Sprintf(" with finalizers %v", v.job.Finalizers)
 		}
 		parts = append(parts, s)
+	}
+	if !v.gone() && v.rc != nil {
+		parts = append(parts, fmt.Sprintf("RayCluster still exists with finalizers %v", v.rc.Finalizers))
 	}
 	if n := len(v.pods); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d pods left, e.g. %s (%s)", n, v.pods[0].Name, v.pods[0].Status.Phase))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -11,12 +12,16 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// Verdict is what `raystep gc` decides about one RayJob.
+// Verdict is what `raystep gc` decides about one RayJob or interactive
+// RayCluster.
 type Verdict struct {
-	// Job is the RayJob judged.
+	// Job is the RayJob judged; nil when Cluster is set.
 	Job *rayv1.RayJob
+	// Cluster is the interactive RayCluster judged (JudgeCluster).
+	Cluster *rayv1.RayCluster
 	// Collect is true when the RayJob's step is gone and it may be deleted.
 	Collect bool
 	// Reason says why, for people.
@@ -236,20 +241,38 @@ func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, d
 	return errors.Join(errs...)
 }
 
-// deleteJudged deletes the RayJob of v in the foreground, if it is still
-// the one judged.
+// Object names what v judged, e.g. "RayJob ml-ads/raystep-...".
+func (v Verdict) Object() string {
+	if v.Cluster != nil {
+		return "RayCluster " + v.Cluster.Namespace + "/" + v.Cluster.Name
+	}
+	return "RayJob " + v.Job.Namespace + "/" + v.Job.Name
+}
+
+// deleteJudged deletes the RayJob or RayCluster of v in the foreground,
+// if it is still the one judged.
 func deleteJudged(ctx context.Context, ray rayclient.Interface, v Verdict) Result {
 	fg := metav1.DeletePropagationForeground
-	uid := v.Job.UID
-	err := ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, metav1.DeleteOptions{
-		PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	var uid types.UID
+	var err error
+	kind, _, _ := strings.Cut(v.Object(), " ")
+	if v.Cluster != nil {
+		uid = v.Cluster.UID
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		err = ray.RayV1().RayClusters(v.Cluster.Namespace).Delete(ctx, v.Cluster.Name, opts)
+	} else {
+		uid = v.Job.UID
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		err = ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, opts)
+	}
 	switch {
 	case err == nil:
 		return Result{Verdict: v, Action: Deleted}
 	case apierrors.IsNotFound(err):
 		return Result{Verdict: v, Action: Skipped, Note: "already gone"}
 	case apierrors.IsConflict(err):
-		return Result{Verdict: v, Action: Skipped, Note: "replaced by another RayJob of the same name since it was judged (UID " + string(uid) + " is gone)"}
+		return Result{Verdict: v, Action: Skipped, Note: "replaced by another " + kind + " of the same name since it was judged (UID " + string(uid) + " is gone)"}
 	}
-	return Result{Verdict: v, Action: Failed, Err: fmt.Errorf("delete RayJob %s/%s: %w", v.Job.Namespace, v.Job.Name, err)}
+	return Result{Verdict: v, Action: Failed, Err: fmt.Errorf("delete %s: %w", v.Object(), err)}
 }

@@ -18,8 +18,11 @@ var ErrClusterFailed = errors.New("ray cluster failed")
 
 // ClusterError reports why a step's RayJob cannot run or stopped running.
 type ClusterError struct {
-	// RayJob is "namespace/name".
+	// RayJob is "namespace/name" of the RayJob, or of the RayCluster
+	// when Kind says so.
 	RayJob string
+	// Kind is "RayCluster" for an interactive cluster; empty means RayJob.
+	Kind string
 	// Reason is the short cause: a RayJob deployment status or failure
 	// reason (ValidationFailed, DeadlineExceeded, ...) or a pod problem
 	// (Unschedulable, ImagePullBackOff, CrashLoopBackOff, ...).
@@ -34,7 +37,11 @@ type ClusterError struct {
 // Error names the RayJob, the pod, the reason and the message.
 func (e *ClusterError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "RayJob %s", e.RayJob)
+	kind := e.Kind
+	if kind == "" {
+		kind = "RayJob"
+	}
+	fmt.Fprintf(&b, "%s %s", kind, e.RayJob)
 	if e.Pod != "" {
 		fmt.Fprintf(&b, ": pod %s", e.Pod)
 	}

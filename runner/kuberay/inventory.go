@@ -69,14 +69,19 @@ func where(namespace string) string {
 	return "namespace " + namespace
 }
 
-// Summary is one raystep RayJob as `raystep ls` shows it.
+// Summary is one raystep RayJob or interactive RayCluster as `raystep ls`
+// shows it.
 type Summary struct {
-	// Namespace and Name are the RayJob's.
+	// Namespace and Name are the RayJob's (or the RayCluster's).
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// ClusterKind is "step" for a step's RayJob, KindInteractive for an
+	// interactive RayCluster: the KIND column.
+	ClusterKind string `json:"clusterKind"`
 	// Owner is the spec's metadata.owner (the raystep.dev/owner label).
 	Owner string `json:"owner"`
-	// Kind is the spec's kind: train, eval or batch_inference.
+	// Kind is the raystep.dev/kind label: the spec's kind (train, eval or
+	// batch_inference) for a step, KindInteractive otherwise.
 	Kind string `json:"kind"`
 	// GPUs is the GPU demand at full size, e.g. "a100-80gb=2".
 	GPUs string `json:"gpus"`
@@ -101,13 +106,18 @@ type Summary struct {
 	// Reason is KubeRay's reason for the RayJob's state (status.reason), e.g.
 	// DeadlineExceeded; empty when KubeRay gives none.
 	Reason string `json:"reason,omitempty"`
+	// Expires is when an interactive cluster expires; nil for steps.
+	Expires *time.Time `json:"expires,omitempty"`
 }
+
+// ClusterKindStep is the ClusterKind of a step's RayJob.
+const ClusterKindStep = "step"
 
 // Summarize describes job for `raystep ls`.
 func Summarize(job *rayv1.RayJob) Summary {
 	st := job.Status
 	s := Summary{
-		Namespace: job.Namespace, Name: job.Name,
+		Namespace: job.Namespace, Name: job.Name, ClusterKind: ClusterKindStep,
 		Owner: job.Labels[LabelOwner], Kind: job.Labels[LabelKind], GPUs: job.Annotations[AnnotationGPUs],
 		Deployment: string(st.JobDeploymentStatus), JobStatus: string(st.JobStatus),
 		Created: job.CreationTimestamp.UTC(), RunID: job.Labels[LabelRunID],
@@ -149,7 +159,7 @@ type TableOptions struct {
 // WriteTable prints summaries as kubectl-style columns.
 func WriteTable(w io.Writer, rows []Summary, o TableOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := []string{"NAME", "OWNER", "KIND", "GPUS", "DEPLOYMENT", "JOB", "AGE", "DASHBOARD"}
+	head := []string{"NAME", "KIND", "OWNER", "TYPE", "GPUS", "DEPLOYMENT", "JOB", "AGE", "EXPIRES", "DASHBOARD"}
 	if o.AllNamespaces {
 		head = append([]string{"NAMESPACE"}, head...)
 	}
@@ -158,8 +168,12 @@ func WriteTable(w io.Writer, rows []Summary, o TableOptions) error {
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range rows {
-		cols := []string{r.Name, dash(r.Owner), dash(r.Kind), dash(r.GPUs), r.Deployment, dash(r.JobStatus),
-			duration.HumanDuration(o.Now.Sub(r.Created)), dash(r.Dashboard)}
+		typ := r.Kind
+		if typ == r.ClusterKind {
+			typ = "" // an interactive cluster runs no step of a kind
+		}
+		cols := []string{r.Name, r.ClusterKind, dash(r.Owner), dash(typ), dash(r.GPUs), r.Deployment, dash(r.JobStatus),
+			duration.HumanDuration(o.Now.Sub(r.Created)), expires(r.Expires, o.Now), dash(r.Dashboard)}
 		if o.AllNamespaces {
 			cols = append([]string{r.Namespace}, cols...)
 		}
@@ -179,6 +193,17 @@ func WriteJSON(w io.Writer, rows []Summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rows)
+}
+
+// expires shows an expiry as "in 3h" or "5m ago"; "-" for none.
+func expires(t *time.Time, now time.Time) string {
+	switch {
+	case t == nil:
+		return "-"
+	case t.After(now):
+		return "in " + duration.HumanDuration(t.Sub(now))
+	}
+	return duration.HumanDuration(now.Sub(*t)) + " ago"
 }
 
 func dash(s string) string {

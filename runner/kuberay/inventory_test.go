@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestListOutputGolden(t *testing.T) {
@@ -25,7 +27,10 @@ func TestListOutputGolden(t *testing.T) {
 		JobDeploymentStatus: rayv1.JobDeploymentStatusSuspended, JobStatus: rayv1.JobStatusNew})
 	queued.Labels[LabelQueueName] = "a100"
 	queued.Spec.Suspend = true
-	rows := []Summary{Summarize(running), Summarize(fresh), Summarize(queued)}
+	// An interactive cluster (raystep up), ready, expiring in 3h.
+	dev := clusterAt("alice-dev", 25*time.Minute, "2026-11-30T15:00:00Z")
+	dev.Status = rayv1.RayClusterStatus{State: rayv1.Ready, Head: rayv1.HeadInfo{ServiceName: "alice-dev-head-svc"}}
+	rows := []Summary{Summarize(running), Summarize(fresh), Summarize(queued), SummarizeCluster(dev)}
 	tests := []struct {
 		golden string
 		write  func(*bytes.Buffer) error
@@ -58,4 +63,17 @@ func TestListOutputGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterAt is an interactive RayCluster created ago before gcNow that
+// expires at expires ("" for no annotation).
+func clusterAt(name string, ago time.Duration, expires string) *rayv1.RayCluster {
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID(name + "-uid"),
+		CreationTimestamp: metav1.NewTime(gcNow.Add(-ago)),
+		Labels:            map[string]string{LabelManagedBy: ManagedByRaystep, LabelOwner: "alice", LabelKind: KindInteractive},
+		Annotations:       map[string]string{AnnotationGPUs: "a100-80gb=1"}}}
+	if expires != "" {
+		rc.Annotations[AnnotationExpires] = expires
+	}
+	return rc
 }

@@ -37,6 +37,10 @@ const (
 // (notify, a waiter's check) while holding it. What it learns under the
 // lock that people should know is collected and told after unlocking.
 type monitor struct {
+	// kind is what the monitor follows: "" for a step's RayJob,
+	// kindRayCluster for an interactive RayCluster (interactive_watch.go),
+	// whose pods it watches from the start.
+	kind   string
 	kube   kubernetes.Interface
 	ray    rayclient.Interface
 	dyn    dynamic.Interface // reads Kueue's Workloads; nil for none
@@ -53,12 +57,13 @@ type monitor struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	job      *rayv1.RayJob // latest seen; nil before the first event
-	jobGone  bool          // the RayJob was seen deleted
+	job      *rayv1.RayJob     // latest seen; nil before the first event
+	rc       *rayv1.RayCluster // the interactive RayCluster, likewise
+	jobGone  bool              // the RayJob (or interactive RayCluster) was seen deleted
 	pods     map[string]*corev1.Pod
 	podsFor  string // the RayCluster whose pods are watched
 	podsSync bool   // the pod watch has listed once
-	jobSync  bool   // the RayJob watch has listed once
+	jobSync  bool   // the RayJob (or RayCluster) watch has listed once
 	changed  chan struct{}
 	warned   map[string]bool
 	isReady  bool  // Ready succeeded: problems on workers are warnings now
@@ -84,10 +89,14 @@ func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name str
 
 // start begins watching the RayJob and the warning events of the namespace.
 func (m *monitor) start() {
-	jobs := m.ray.RayV1().RayJobs(m.ns)
 	byName := fields.OneTermEqualSelector("metadata.name", m.name).String()
-	m.run(selected(jobs, func(o *metav1.ListOptions) { o.FieldSelector = byName }),
-		m.ray, &rayv1.RayJob{}, m.onJob, func() { m.set(func() { m.jobSync = true }) })
+	if m.kind == kindRayCluster {
+		m.watchRayCluster(byName)
+	} else {
+		jobs := m.ray.RayV1().RayJobs(m.ns)
+		m.run(selected(jobs, func(o *metav1.ListOptions) { o.FieldSelector = byName }),
+			m.ray, &rayv1.RayJob{}, m.onJob, func() { m.set(func() { m.jobSync = true }) })
+	}
 	events := m.kube.CoreV1().Events(m.ns)
 	warnings := fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
 	m.run(selected(events, func(o *metav1.ListOptions) { o.FieldSelector = warnings }),
@@ -171,10 +180,10 @@ func (m *monitor) watchFailed(obj runtime.Object, err error) {
 	m.set(func() {
 		switch {
 		case m.denied != nil:
-		case kind == "RayJob":
-			m.denied = fmt.Errorf("watch RayJob %s/%s: %w", m.ns, m.name, err)
+		case kind == m.subject():
+			m.denied = fmt.Errorf("watch %s %s/%s: %w", kind, m.ns, m.name, err)
 		default:
-			m.denied = fmt.Errorf("watch %ss of RayJob %s/%s: %w", kind, m.ns, m.name, err)
+			m.denied = fmt.Errorf("watch %ss of %s %s/%s: %w", kind, m.subject(), m.ns, m.name, err)
 		}
 		_, isEvent := obj.(*corev1.Event)
 		m.blind = m.blind || !isEvent

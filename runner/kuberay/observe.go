@@ -116,7 +116,7 @@ func (m *monitor) onEvent(obj any, deleted bool) {
 	}
 	m.update(func(a *afterUnlock) {
 		if fatalEvent(ev.Reason, ev.Message) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
-			m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ev.Reason,
+			m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Kind: m.kind, Reason: ev.Reason,
 				Message: ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name + ": " + ev.Message}
 			m.broadcast()
 		}

@@ -73,12 +73,9 @@ func Build(spec *schemas.Spec, profile *schemas.Profile, step runner.Step) (*ray
 	if err != nil {
 		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
 	}
-	cluster, err := clusterSpec(spec, profile)
+	cluster, err := clusterSpec(spec, profile, podLabels(spec), AuthSecretName(step.ID))
 	if err != nil {
 		return nil, fmt.Errorf("build RayJob %s: %w", spec.Metadata.Name, err)
-	}
-	if profile.Spec.RayAuth.Token() {
-		cluster.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(AuthSecretName(step.ID))}
 	}
 	job := &rayv1.RayJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
@@ -133,9 +130,13 @@ func entrypointResources(res map[string]float64) (string, error) {
 	return string(out), nil
 }
 
-func clusterSpec(spec *schemas.Spec, profile *schemas.Profile) (*rayv1.RayClusterSpec, error) {
+// clusterSpec builds the Ray cluster of spec under profile, whose pods
+// carry podLabels: the one description of a raystep cluster, shared by a
+// step's RayJob (Build) and an interactive RayCluster (BuildCluster).
+// When the profile turns Ray's token authentication on, the cluster reads
+// its token from the Secret named secret.
+func clusterSpec(spec *schemas.Spec, profile *schemas.Profile, podLabels map[string]string, secret string) (*rayv1.RayClusterSpec, error) {
 	c := spec.Spec.Cluster
-	podLabels := podLabels(spec)
 	cs := &rayv1.RayClusterSpec{
 		RayVersion: c.RayVersion,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
@@ -156,6 +157,9 @@ func clusterSpec(spec *schemas.Spec, profile *schemas.Profile) (*rayv1.RayCluste
 	if autoscale {
 		cs.EnableInTreeAutoscaling = ptr(true)
 		cs.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(profile)}
+	}
+	if profile.Spec.RayAuth.Token() {
+		cs.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(secret)}
 	}
 	return cs, nil
 }

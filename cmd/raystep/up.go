@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/schemas"
+)
+
+// upTeardownTimeout bounds deleting a cluster up created and then gave
+// up on (not ready, or cancelled).
+const upTeardownTimeout = 2 * time.Minute
+
+// upOptions are up's flags.
+type upOptions struct {
+	file, backend, namespace string
+	gpu, memory, cpus        string
+	workers                  int32
+	name, owner              string
+	ttl                      time.Duration
+	set                      []string
+	now                      func() time.Time
+}
+
+func (a *app) upCommand() *cobra.Command {
+	o := upOptions{now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR]",
+		Short: "Bring up an interactive Ray cluster for a person, until it expires",
+		Long: `up makes a long-lived Ray cluster for a person (a KubeRay RayCluster), from
+flags alone or from the cluster section of -f SPEC (flags win), with
+everything else from the platform profile exactly as for a step: node
+selectors, tolerations, GPU resource names, service account, allowed
+images, pod security and labels. It waits by watch until every pod runs,
+failing at once (exit 3, the cluster deleted) when a pod is Unschedulable,
+cannot pull its image or is refused by Pod Security, then prints the
+cluster's name, its dashboard and how to use it.
+
+--gpu, --workers, --cpus and --memory shape the first worker group (made
+when there is none: 1 worker of 4 CPUs and 16Gi); without any of them and
+without -f the cluster is a head alone. The name is --name, else the spec's
+metadata.name, else ray-OWNER; the owner is --owner, else the spec's, else
+$USER. The cluster expires after --ttl (the profile's
+spec.interactive.ttl.default, 8h unless it says otherwise, and at most its
+max, 24h unless it says otherwise); ` + "`raystep gc`" + ` deletes it after that, and
+` + "`raystep down NAME`" + ` at any time. up on the name of a live cluster moves its
+expiry to --ttl from now instead of making a second one.
+
+Only the KubeRay backend has interactive clusters in this version
+(--backend kuberay, or RAYSTEP_BACKEND=kuberay).`,
+		Example: "  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h\n" +
+			"  raystep up --backend kuberay -f examples/ads_ranking/train.yaml --workers 1",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.up(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "file", "f", "", "job spec whose cluster section to start from")
+	f.StringVar(&o.backend, "backend", "", "kuberay (default $RAYSTEP_BACKEND, else local, which has no interactive clusters yet)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's)")
+	f.StringVar(&o.gpu, "gpu", "", "GPU type of the workers, a gpuTypes key of the profile")
+	f.Int32Var(&o.workers, "workers", 1, "number of workers")
+	f.StringVar(&o.cpus, "cpus", "", "CPUs of each worker, e.g. 8")
+	f.StringVar(&o.memory, "memory", "", "memory of each worker, e.g. 32Gi")
+	f.StringVar(&o.name, "name", "", "cluster name, a DNS-1035 label of at most 40 characters")
+	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER)")
+	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
+	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.cluster.image=... (repeatable)")
+	return cmd
+}
+
+// up checks everything it can before creating anything, then creates (or
+// extends) the cluster, waits until it is ready and tells the user how to
+// use it. A cluster it created and that never got ready, or whose wait a
+// signal cut short, is deleted before up returns.
+func (a *app) up(cmd *cobra.Command, o upOptions) error {
+	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
+	case "kuberay":
+	case "local":
+		return &usageError{errors.New("up: the local backend's interactive clusters are not available in this version: use --backend kuberay")}
+	default:
+		return &usageError{fmt.Errorf("--backend %q: want kuberay", b)}
+	}
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return err
+	}
+	ttl, err := upTTL(cmd, o, profile)
+	if err != nil {
+		return err
+	}
+	spec, err := a.upSpec(cmd, o, profile)
+	if err != nil {
+		return err
+	}
+	clients, kc, err := a.kube("up")
+	if err != nil {
+		return err
+	}
+	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
+		Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
+	rc, err := kuberay.BuildCluster(spec, profile, ns, o.now().Add(ttl))
+	if err != nil {
+		return err
+	}
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Token: a.cfg.DashboardToken,
+		UnschedulableGrace: kc.UnschedulableGrace, Notify: a.notices()}
+	ctx := cmd.Context()
+	upped, err := i.Up(ctx, rc)
+	if upped.Created && upped.Cluster.UID != "" {
+		fmt.Fprintf(a.stderr, "RayCluster %s/%s created (%s), expires %s: waiting until it is ready\n",
+			ns, rc.Name, shape(spec.Spec.Cluster), rc.Annotations[kuberay.AnnotationExpires])
+	}
+	if err == nil {
+		err = a.awaitUp(ctx, i, &upped, spec.Spec.Timeouts.Provision)
+	}
+	if err != nil {
+		if upped.Created {
+			return a.undoUp(ctx, i, upped.Cluster, err)
+		}
+		return err
+	}
+	return a.printUp(clients.InCluster && kc.InCluster, upped, ttl)
+}
+
+// upTTL is --ttl, else the profile's default, checked against the
+// profile's maximum.
+func upTTL(cmd *cobra.Command, o upOptions, profile *schemas.Profile) (time.Duration, error) {
+	def, limit := profile.Spec.Interactive.TTLs()
+	if !cmd.Flags().Changed("ttl") {
+		return def, nil
+	}
+	switch {
+	case o.ttl <= 0:
+		return 0, &usageError{fmt.Errorf("up: --ttl %s: must be positive", o.ttl)}
+	case o.ttl > limit:
+		return 0, &usageError{fmt.Errorf("up: --ttl %s: longer than %s, the maximum of profile %s (spec.interactive.ttl.max)",
+			o.ttl, limit, profile.Metadata.Name)}
+	}
+	return o.ttl, nil
+}
+
+// awaitUp waits until the cluster is ready, at most timeouts.provision,
+// and keeps the ready RayCluster in upped.
+func (a *app) awaitUp(ctx context.Context, i *kuberay.Interactive, upped *kuberay.Upped, timeout time.Duration) error {
+	if !upped.Created {
+		fmt.Fprintf(a.stderr, "RayCluster %s/%s exists: expiry moved from %s to %s, the rest of it left as it is\n", upped.Cluster.Namespace,
+			upped.Cluster.Name, upped.Previous, upped.Cluster.Annotations[kuberay.AnnotationExpires])
+	}
+	late := fmt.Errorf("RayCluster %s/%s: not ready within timeouts.provision (%s)", upped.Cluster.Namespace, upped.Cluster.Name, timeout)
+	wctx, cancel := context.WithTimeoutCause(ctx, timeout, late)
+	defer cancel()
+	rc, err := i.AwaitReady(wctx, upped.Cluster)
+	if err != nil {
+		return err
+	}
+	upped.Cluster = rc
+	return nil
+}
+
+// undoUp deletes the cluster up created and gave up on, within
+// upTeardownTimeout (a second signal stops waiting), and returns cause
+// with the delete's error, if any.
+func (a *app) undoUp(ctx context.Context, i *kuberay.Interactive, rc *rayv1.RayCluster, cause error) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upTeardownTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-abortOf(ctx):
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	if err := i.Delete(dctx, rc.Namespace, rc.Name, rc.UID); err != nil {
+		return errors.Join(cause, fmt.Errorf("delete the RayCluster up created: %w", err))
+	}
+	fmt.Fprintf(a.stderr, "RayCluster %s/%s deleted\n", rc.Namespace, rc.Name)
+	return cause
+}
+
+// notices prints what the watches report on stderr, one line each, from
+// any goroutine.
+func (a *app) notices() kuberay.Notify {
+	var mu sync.Mutex
+	return func(level, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if level == "WARNING" {
+			msg = "warning: " + msg
+		}
+		fmt.Fprintln(a.stderr, msg)
+	}
+}
+
+// printUp tells the user the ready cluster's name, dashboard and how to
+// use it, on stdout.
+func (a *app) printUp(inCluster bool, upped kuberay.Upped, ttl time.Duration) error {
+	rc := upped.Cluster
+	w := a.stdout
+	url := a.cfg.DashboardURL
+	if url == "" {
+		url = kuberay.ClusterDashboardURL(rc)
+	}
+	fmt.Fprintf(w, "RayCluster %s/%s is ready; it expires %s (in %s).\n", rc.Namespace, rc.Name, rc.Annotations[kuberay.AnnotationExpires], ttl)
+	fmt.Fprintf(w, "Dashboard: %s\n", url)
+	if a.cfg.DashboardURL == "" && !inCluster {
+		fmt.Fprintf(w, "  from outside the cluster: kubectl port-forward -n %s svc/%s %d:%d, then http://127.0.0.1:%d\n",
+			rc.Namespace, headService(rc), 8265, 8265, 8265)
+	}
+	fmt.Fprintf(w, "Use it:\n  RAY_ADDRESS=%s ray job submit --working-dir . -- python train.py\n", url)
+	if upped.Secret != "" {
+		fmt.Fprintf(w, "  with RAY_AUTH_TOKEN from Secret %s/%s (key %s):\n    export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
+			rc.Namespace, upped.Secret, kuberay.AuthTokenKey, rc.Namespace, upped.Secret, kuberay.AuthTokenKey)
+	}
+	printRunHint(w, rc)
+	fmt.Fprintf(w, "Delete it: raystep down %s -n %s (raystep gc deletes it once it expired)\n", rc.Name, rc.Namespace)
+	return nil
+}
+
+// printRunHint says how to run a step on the cluster.
+func printRunHint(w io.Writer, rc *rayv1.RayCluster) {
+	fmt.Fprintf(w, "  raystep run --backend kuberay --namespace %s --cluster %s -f step.yaml\n", rc.Namespace, rc.Name)
+}
+
+// headService names the head service of rc.
+func headService(rc *rayv1.RayCluster) string {
+	if s := rc.Status.Head.ServiceName; s != "" {
+		return s
+	}
+	return rc.Name + "-head-svc"
+}

@@ -1,0 +1,53 @@
+package kuberay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// ListClusters returns raystep's interactive RayClusters (labels
+// app.kubernetes.io/managed-by=raystep and raystep.dev/kind=interactive;
+// the RayClusters of steps' RayJobs are not among them) in namespace, or
+// in every namespace when it is empty, sorted by namespace and name.
+func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayCluster, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep, LabelKind: KindInteractive}).String()
+	list, err := ray.RayV1().RayClusters(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list raystep interactive RayClusters in %s: %w", where(namespace), err)
+	}
+	clusters := list.Items
+	slices.SortFunc(clusters, func(a, b rayv1.RayCluster) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return clusters, nil
+}
+
+// SummarizeCluster describes the interactive cluster rc for `raystep ls`.
+func SummarizeCluster(rc *rayv1.RayCluster) Summary {
+	s := Summary{
+		Namespace: rc.Namespace, Name: rc.Name, ClusterKind: KindInteractive,
+		Owner: rc.Labels[LabelOwner], Kind: rc.Labels[LabelKind], GPUs: rc.Annotations[AnnotationGPUs],
+		Deployment: string(rc.Status.State), Created: rc.CreationTimestamp.UTC(),
+		Dashboard: ClusterDashboardURL(rc), RayCluster: rc.Name, Reason: rc.Status.Reason,
+	}
+	switch {
+	case rc.DeletionTimestamp != nil:
+		s.Deployment = "Deleting"
+	case clusterReady(rc):
+		s.Deployment = string(rayv1.Ready)
+	case s.Deployment == "":
+		s.Deployment = "New"
+	}
+	if t, ok := Expiry(rc); ok {
+		t = t.UTC()
+		s.Expires = &t
+	}
+	return s
+}
