@@ -10,8 +10,10 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -256,6 +258,25 @@ func (i *Interactive) Delete(ctx context.Context, ns, name string, uid types.UID
 	})
 	if err != nil {
 		return fmt.Errorf("wait for RayCluster %s/%s to be deleted: %w (%s)", ns, name, err, last.leftovers())
+	}
+	return i.awaitPodsGone(ctx, ns, name)
+}
+
+// awaitPodsGone asks the API server itself for the pods of the RayCluster
+// name and waits by watch until each is gone. The pod watch can lag behind
+// the RayCluster's: a head pod the operator made just before the delete
+// may not have reached it when the RayCluster's deletion did, and the
+// garbage collector removes such a pod only after its owner.
+func (i *Interactive) awaitPodsGone(ctx context.Context, ns, name string) error {
+	sel := labels.SelectorFromSet(labels.Set{labelCluster: name}).String()
+	pods, err := i.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list the pods of RayCluster %s/%s: %w", ns, name, err)
+	}
+	for _, p := range pods.Items {
+		if err := watchGone(ctx, i.Kube.CoreV1().Pods(ns), i.Kube, p.Name, &corev1.Pod{}); err != nil {
+			return fmt.Errorf("wait for pod %s/%s of RayCluster %s to be deleted: %w", ns, p.Name, name, err)
+		}
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
@@ -133,10 +135,32 @@ func alive(pids []int) []int {
 	return out
 }
 
+// awaitExit waits until each of pids has exited (its pidfd turns
+// readable: the process is gone or a zombie), or bound passes. A process
+// the keeper killed may still be on its way out when the keeper is gone.
+func awaitExit(pids []int, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		for {
+			left := max(time.Until(deadline), 0)
+			_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds()))
+			if err != unix.EINTR {
+				break
+			}
+		}
+		_ = unix.Close(fd)
+	}
+}
+
 // checkNothingLeft checks that none of pids runs, no process mentions
 // in's temp dir, and the dir (with the token file) is gone.
 func checkNothingLeft(t *testing.T, in local.Interactive, pids []int) {
 	t.Helper()
+	awaitExit(pids, time.Minute)
 	if left := alive(pids); len(left) > 0 {
 		out, _ := exec.Command("ps", "-o", "pid,ppid,pgid,stat,cmd", "-p", strings.Trim(fmt.Sprint(left), "[]")).CombinedOutput()
 		t.Errorf("processes of cluster %s still run:\n%s", in.Name, out)
