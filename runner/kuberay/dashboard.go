@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -80,6 +81,9 @@ const (
 func (c *Cluster) portForward(ctx context.Context) (string, error) {
 	if c.b.Config == nil {
 		return "", errors.New("no dashboard: set RAYSTEP_DASHBOARD_URL, or give raystep a kubeconfig it can port-forward with")
+	}
+	if err := c.awaitRunningHead(ctx); err != nil {
+		return "", err
 	}
 	f := &forward{stop: make(chan struct{}), done: make(chan struct{})}
 	port, fwdDone, err := c.dialForward(ctx, 0, f.stop)
@@ -202,6 +206,31 @@ func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct
 		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port", c.ns, head)
 	}
 	return ports[0].Local, done, nil
+}
+
+// awaitRunningHead waits until the pod watch has seen the head pod
+// running, for at most PortForwardGiveUp: the RayJob can say its cluster
+// is ready before the pod watch, a separate one, has seen the head run.
+func (c *Cluster) awaitRunningHead(ctx context.Context) error {
+	giveUp := c.b.PortForwardGiveUp
+	if giveUp <= 0 {
+		giveUp = defaultForwardGiveUp
+	}
+	wctx, cancel := context.WithTimeout(ctx, giveUp)
+	defer cancel()
+	err := c.mon.await(wctx, func(v view) (bool, error, time.Duration) {
+		for _, p := range v.pods {
+			if isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				return true, nil, 0
+			}
+		}
+		return false, nil, 0
+	})
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	_, err = c.headPod() // names the RayJob that has no running head
+	return err
 }
 
 // headPod returns the name of the cluster's running head pod.
