@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -219,12 +219,7 @@ func (c *Cluster) awaitRunningHead(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, giveUp)
 	defer cancel()
 	err := c.mon.await(wctx, func(v view) (bool, error, time.Duration) {
-		for _, p := range v.pods {
-			if isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				return true, nil, 0
-			}
-		}
-		return false, nil, 0
+		return slices.ContainsFunc(v.pods, isRunningHead), nil, 0
 	})
 	if err == nil || ctx.Err() != nil {
 		return err

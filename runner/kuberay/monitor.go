@@ -218,11 +218,17 @@ func (m *monitor) runningHead() (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range m.pods {
-		if isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+		if isRunningHead(p) {
 			return p.Name, true
 		}
 	}
 	return "", false
+}
+
+// isRunningHead reports whether pod is a head pod that runs and is not
+// being deleted: one a port-forward can go to.
+func isRunningHead(p *corev1.Pod) bool {
+	return isHead(p) && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
 }
 
 // markReady records that Ready succeeded: from now on a broken worker is
