@@ -108,13 +108,16 @@ func (m *monitor) onPod(obj any, deleted bool) {
 }
 
 // onEvent reports each distinct warning about this RayJob, its RayCluster
-// and its pods (whose names all start with the RayJob's name).
+// and its pods (whose names all start with the RayJob's name, see concerns).
 func (m *monitor) onEvent(obj any, deleted bool) {
 	ev, ok := obj.(*corev1.Event)
 	if !ok || deleted || ev.Type != corev1.EventTypeWarning || !strings.HasPrefix(ev.InvolvedObject.Name, m.name) {
 		return
 	}
 	m.update(func(a *afterUnlock) {
+		if !m.concerns(ev.InvolvedObject.Kind, ev.InvolvedObject.Name) {
+			return
+		}
 		if fatalEvent(ev.Reason, ev.Message) && m.fatal == nil && !eventTime(ev).Before(m.started.Add(-eventSkew)) {
 			m.fatal = &ClusterError{RayJob: m.ns + "/" + m.name, Kind: m.kind, Reason: ev.Reason,
 				Message: ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name + ": " + ev.Message}
@@ -171,4 +174,100 @@ func eventTime(ev *corev1.Event) time.Time {
 		return ev.EventTime.Time
 	}
 	return ev.CreationTimestamp.Time
+}
+
+// kuberayPrefixMax is how much of a RayCluster's name (or of NAME-GROUP)
+// KubeRay keeps at the start of a pod's name.
+const kuberayPrefixMax = 50
+
+// concerns reports whether a warning about the object kind/name is about
+// what the monitor follows: the RayJob (or interactive RayCluster) itself,
+// the RayCluster KubeRay made for the RayJob (NAME-xxxxx), the head
+// service, or a pod of that RayCluster (CLUSTER-head[-xxxxx],
+// CLUSTER-GROUP-worker-xxxxx, each prefix cut to 50 characters as KubeRay
+// cuts it). Sharing the start of a name is not enough: the events of
+// alice-dev2 and of alice-dev-2 are not alice-dev's. Kinds raystep does
+// not know keep that rule. m.mu is held.
+func (m *monitor) concerns(kind, name string) bool {
+	if name == m.name {
+		return true
+	}
+	cluster, groups := m.followed()
+	switch kind {
+	case "RayJob":
+		return false
+	case "RayCluster":
+		if cluster != "" {
+			return name == cluster
+		}
+		// Before the RayJob names its RayCluster: KubeRay's NAME-xxxxx.
+		return m.kind == "" && generatedFrom(name, m.name, 5)
+	case "Service":
+		return cluster != "" && name == cluster+"-head-svc"
+	case "Pod":
+		if _, ok := m.pods[name]; ok {
+			return true
+		}
+		if cluster == "" {
+			return false
+		}
+		head := cut(cluster, kuberayPrefixMax) + "-head"
+		if name == head || generatedFrom(name, head, 5) {
+			return true
+		}
+		for _, g := range groups {
+			if generatedFrom(name, cut(cluster+"-"+g, kuberayPrefixMax)+"-worker", 5) {
+				return true
+			}
+		}
+		return false
+	}
+	return strings.HasPrefix(name, m.name)
+}
+
+// followed is the RayCluster the monitor follows, once known, and its
+// worker groups. m.mu is held.
+func (m *monitor) followed() (cluster string, groups []string) {
+	var spec *rayv1.RayClusterSpec
+	switch {
+	case m.rc != nil:
+		cluster, spec = m.rc.Name, &m.rc.Spec
+	case m.kind == kindRayCluster:
+		cluster = m.name
+	case m.job != nil:
+		cluster, spec = m.job.Status.RayClusterName, m.job.Spec.RayClusterSpec
+	}
+	if cluster == "" {
+		cluster = m.podsFor
+	}
+	if spec != nil {
+		for _, g := range spec.WorkerGroupSpecs {
+			groups = append(groups, g.GroupName)
+		}
+	}
+	return cluster, groups
+}
+
+// generatedFrom reports whether name is prefix, a dash and n generated
+// characters (lower-case letters and digits), as Kubernetes' generateName
+// and KubeRay's random suffixes make them.
+func generatedFrom(name, prefix string, n int) bool {
+	rest, ok := strings.CutPrefix(name, prefix+"-")
+	if !ok || len(rest) != n {
+		return false
+	}
+	for _, r := range rest {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// cut is s cut to at most n bytes.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
