@@ -50,6 +50,9 @@ func (a *app) upLocal(cmd *cobra.Command, o upOptions) error {
 		return err
 	}
 	c.Head.NumCPUs = cpus
+	if c.Head.RayBin, err = rayhead.FindRay(c.Head.RayBin); err != nil {
+		return fmt.Errorf("up: %w", err) // before anything is recorded
+	}
 	if o.file != "" {
 		fmt.Fprintf(a.stderr, "note: the cluster section of %s is not used on the local backend: "+
 			"the cluster is one private ray head on this machine\n", o.file)
