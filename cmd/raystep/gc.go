@@ -46,7 +46,7 @@ gc also clears away the local backend's interactive clusters on this
 machine that are expired (their supervisor stops them by itself; gc stops
 one that is still stopping) or whose head died, and keeps live ones.
 Without a kubeconfig, and unless RAYSTEP_BACKEND is kuberay, gc looks at
-the local clusters only.`,
+the local clusters only; with --namespace, at that namespace only.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
@@ -68,7 +68,7 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 		return &usageError{fmt.Errorf("gc: --heartbeat-grace %s: must be positive", o.heartbeatGrace)}
 	}
 	clients, ns, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
-	if a.skipKube(err) {
+	if a.skipKube(err) && o.namespace == "" {
 		return a.gcLocal(cmd, o.dryRun, o.now())
 	}
 	if err != nil {
@@ -94,5 +94,8 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 		}
 		fmt.Fprintln(a.stdout, line)
 	})
+	if o.namespace != "" {
+		return err // local clusters have no namespace
+	}
 	return errors.Join(err, a.gcLocal(cmd, o.dryRun, now))
 }

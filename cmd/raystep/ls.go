@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 )
 
 // lsOptions are ls's flags.
@@ -29,7 +30,7 @@ kubeconfig, or in every namespace with -A: steps' RayJobs first (KIND step,
 TYPE the spec's kind), then interactive RayClusters made by up (KIND
 interactive, with their expiry), then the local backend's interactive
 clusters on this machine (KIND interactive, no namespace, DEPLOYMENT
-ready, expired or gone). Without a kubeconfig, and unless RAYSTEP_BACKEND
+ready, expired or gone; left out with --namespace). Without a kubeconfig, and unless RAYSTEP_BACKEND
 is kuberay, ls lists the local clusters only. -o json carries the same,
 KIND as clusterKind.`,
 		Example: "  raystep ls -A\n  raystep ls -n ml-ads -o json",
@@ -51,9 +52,11 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if err != nil {
 		return err
 	}
-	_, mine, err := a.recordedClusters()
-	if err != nil {
-		return err
+	var mine []local.Interactive
+	if o.namespace == "" { // local clusters have no namespace
+		if _, mine, err = a.recordedClusters(); err != nil {
+			return err
+		}
 	}
 	for _, in := range mine {
 		rows = append(rows, summarizeLocal(in))
@@ -66,10 +69,10 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 
 // kubeRows are ls's rows from Kubernetes: steps' RayJobs, then
 // interactive RayClusters; none when nothing points at Kubernetes
-// (skipKube).
+// (skipKube) and no --namespace asks for it.
 func (a *app) kubeRows(cmd *cobra.Command, o lsOptions) ([]kuberay.Summary, error) {
 	clients, ns, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
-	if a.skipKube(err) {
+	if a.skipKube(err) && o.namespace == "" {
 		return nil, nil
 	}
 	if err != nil {

@@ -16,8 +16,9 @@ import (
 // ls and gc look at both backends: the local backend's interactive
 // clusters, recorded on this machine, and raystep's objects on
 // Kubernetes. Kubernetes is left out only when nothing points at it: the
-// backend is not kuberay and no kubeconfig exists, so that `raystep ls` on
-// a laptop lists the local clusters instead of failing.
+// backend is not kuberay, no kubeconfig exists and no --namespace is
+// given, so that `raystep ls` on a laptop lists the local clusters instead
+// of failing. Local clusters have no namespace: --namespace leaves them out.
 
 // skipKube reports whether ls or gc, failing to reach Kubernetes with
 // err, looks at the local clusters only.
