@@ -274,6 +274,12 @@ spec:
 		t.Errorf("ls row = %+v, want %+v", got, want)
 	}
 
+	code, out, errOut = e.raystep(t, "ls")
+	if fields := strings.Fields(out); code != 0 || len(fields) != 21 || strings.Join(fields[10:16], " ") != "life interactive tester - - ready" ||
+		fields[20] != rec.DashboardURL {
+		t.Errorf("ls: exit %d, want 0 and a table of life:\n%s%s", code, out, errOut)
+	}
+
 	code, _, errOut = e.raystep(t, "up", "--name", "life", "--ttl", "20m")
 	ext, _ := e.record(t, "life")
 	if code != 0 || !strings.Contains(errOut, "moving its expiry") || ext.SupervisorPid != h.keeper ||
