@@ -35,6 +35,9 @@ type config struct {
 	RayAuthToken     string `env:"RAY_AUTH_TOKEN"`
 	RayAuthTokenPath string `env:"RAY_AUTH_TOKEN_PATH"`
 	Home             string `env:"HOME"`
+	// StateHome is $XDG_STATE_HOME: with Home, where the local backend
+	// records interactive clusters (local.StateDir).
+	StateHome string `env:"XDG_STATE_HOME"`
 	// User is $USER: the owner of an interactive cluster up makes from
 	// flags without --owner.
 	User string `env:"USER"`

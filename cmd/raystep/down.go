@@ -14,7 +14,7 @@ import (
 )
 
 // downOptions are down's flags.
-type downOptions struct{ namespace string }
+type downOptions struct{ namespace, backend string }
 
 func (a *app) downCommand() *cobra.Command {
 	var o downOptions
@@ -22,20 +22,33 @@ func (a *app) downCommand() *cobra.Command {
 		Use:   "down NAME...",
 		Short: "Delete interactive clusters and wait until they are gone",
 		Long: `down deletes each interactive cluster named (made by raystep up) and waits
-until its RayCluster and its pods are gone. It looks every name up first
-and deletes nothing when one of them is not a raystep interactive cluster
-(exit 2): a step's cluster or anyone else's RayCluster is never touched.`,
+until it is gone. It looks every name up first and deletes nothing when
+one of them is not a raystep interactive cluster (exit 2).
+
+On the local backend (the default) it stops each cluster's private head
+and returns once every process of it has exited and its temp dir is
+removed. On the KubeRay backend (--backend kuberay) it waits until the
+RayCluster and its pods are gone; a step's cluster or anyone else's
+RayCluster is never touched.`,
 		Example: "  raystep down alice-dev\n  raystep down -n ml-ads alice-dev bob-eval",
 		Args:    cobra.MinimumNArgs(1),
 		RunE:    func(cmd *cobra.Command, names []string) error { return a.down(cmd, o, names) },
 	}
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's; KubeRay only)")
+	cmd.Flags().StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	return cmd
 }
 
 // down checks the names, finds every cluster, then deletes them all at
 // once and waits for each.
 func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
+	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
+	case "kuberay":
+	case "local":
+		return a.downLocal(cmd, names)
+	default:
+		return &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
+	}
 	for _, n := range names {
 		if msgs := validation.IsDNS1035Label(n); len(msgs) > 0 {
 			return &usageError{fmt.Errorf("down: %q is not a cluster name: %s", n, strings.Join(msgs, "; "))}

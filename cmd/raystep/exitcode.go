@@ -8,6 +8,7 @@ import (
 
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -43,6 +44,7 @@ var exitRules = []struct {
 	{exitUsage, func(err error) bool { return asType[*usageError](err) }},
 	{exitUsage, func(err error) bool { return asType[*schemas.ValidationErrors](err) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, kuberay.ErrNotInteractive) }},
+	{exitUsage, func(err error) bool { return errors.Is(err, local.ErrNotFound) }},
 	{exitJobFailed, func(err error) bool {
 		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)
 	}},

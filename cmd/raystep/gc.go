@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +40,13 @@ or on_success after a failure) released its Lease; such RayJobs, and those
 of older raystep versions without a Lease, are deleted once finished and
 past their ttlAfterFinished debugging window, running past timeouts.run,
 or still provisioning past timeouts.provision. Deleting a RayJob removes
-its RayCluster, pods and Lease.`,
+its RayCluster, pods and Lease.
+
+gc also clears away the local backend's interactive clusters on this
+machine that are expired (their supervisor stops them by itself; gc stops
+one that is still stopping) or whose head died, and keeps live ones.
+Without a kubeconfig, and unless RAYSTEP_BACKEND is kuberay, gc looks at
+the local clusters only; with --namespace, at that namespace only.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
@@ -61,6 +68,9 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 		return &usageError{fmt.Errorf("gc: --heartbeat-grace %s: must be positive", o.heartbeatGrace)}
 	}
 	clients, ns, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
+	if a.skipKube(err) && o.namespace == "" {
+		return a.gcLocal(cmd, o.dryRun, o.now())
+	}
 	if err != nil {
 		return err
 	}
@@ -74,7 +84,7 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	}
 	now, judge := o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace}
 	verdicts := append(kuberay.JudgeAll(jobs, leases, now, judge), kuberay.JudgeClusters(clusters, now, judge)...)
-	return kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
+	err = kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
 		if r.Action == kuberay.Failed {
 			return // in the error gc returns
 		}
@@ -84,4 +94,8 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 		}
 		fmt.Fprintln(a.stdout, line)
 	})
+	if o.namespace != "" {
+		return err // local clusters have no namespace
+	}
+	return errors.Join(err, a.gcLocal(cmd, o.dryRun, now))
 }

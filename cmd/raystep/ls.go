@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 )
 
 // lsOptions are ls's flags.
@@ -27,8 +28,11 @@ func (a *app) lsCommand() *cobra.Command {
 in the namespace given by --namespace, $RAYSTEP_NAMESPACE, the profile or the
 kubeconfig, or in every namespace with -A: steps' RayJobs first (KIND step,
 TYPE the spec's kind), then interactive RayClusters made by up (KIND
-interactive, with their expiry). -o json carries the same, KIND as
-clusterKind.`,
+interactive, with their expiry), then the local backend's interactive
+clusters on this machine (KIND interactive, no namespace, DEPLOYMENT
+ready, expired or gone; left out with --namespace). Without a kubeconfig, and unless RAYSTEP_BACKEND
+is kuberay, ls lists the local clusters only. -o json carries the same,
+KIND as clusterKind.`,
 		Example: "  raystep ls -A\n  raystep ls -n ml-ads -o json",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ls(cmd, o) },
@@ -44,13 +48,39 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if o.output != "" && o.output != "wide" && o.output != "json" {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
-	clients, ns, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
+	rows, err := a.kubeRows(cmd, o)
 	if err != nil {
 		return err
 	}
+	var mine []local.Interactive
+	if o.namespace == "" { // local clusters have no namespace
+		if _, mine, err = a.recordedClusters(); err != nil {
+			return err
+		}
+	}
+	for _, in := range mine {
+		rows = append(rows, summarizeLocal(in))
+	}
+	if o.output == "json" {
+		return kuberay.WriteJSON(a.stdout, rows)
+	}
+	return kuberay.WriteTable(a.stdout, rows, kuberay.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
+}
+
+// kubeRows are ls's rows from Kubernetes: steps' RayJobs, then
+// interactive RayClusters; none when nothing points at Kubernetes
+// (skipKube) and no --namespace asks for it.
+func (a *app) kubeRows(cmd *cobra.Command, o lsOptions) ([]kuberay.Summary, error) {
+	clients, ns, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
+	if a.skipKube(err) && o.namespace == "" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	clusters, err := kuberay.ListClusters(cmd.Context(), clients.Ray, ns)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := make([]kuberay.Summary, 0, len(jobs)+len(clusters))
 	for i := range jobs {
@@ -59,10 +89,7 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	for i := range clusters {
 		rows = append(rows, kuberay.SummarizeCluster(&clusters[i]))
 	}
-	if o.output == "json" {
-		return kuberay.WriteJSON(a.stdout, rows)
-	}
-	return kuberay.WriteTable(a.stdout, rows, kuberay.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
+	return rows, nil
 }
 
 // rayJobs connects and lists raystep's RayJobs for ls and gc: in every

@@ -11,6 +11,7 @@ import (
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
+	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -55,10 +56,14 @@ RAYSTEP_DASHBOARD_TOKEN, else RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
 ~/.ray/auth_token, as for Ray's own tools. A private head listens on
 127.0.0.1 only and requires a token of its own.
 
-With --cluster NAME (KubeRay only) the step runs on the interactive
-cluster raystep up made in its namespace: its RayJob selects that cluster
-(spec.clusterSelector) instead of describing one, so the spec's cluster
-section is not used, and the step deletes its RayJob but never the cluster.
+With --cluster NAME the step runs on the interactive cluster raystep up
+made, which it borrows: the spec's cluster section is not used and the
+step never stops or deletes the cluster. On the local backend that is the
+cluster's private head on this machine, reached with its own dashboard
+URL and token (RAY_ADDRESS and the other variables above are not used).
+On KubeRay it is the cluster of that name in the step's namespace: its
+RayJob selects it (spec.clusterSelector) instead of describing one, and
+the step deletes its RayJob but never the cluster.
 
 A dashboard that stops answering while the job runs is tried again: run
 warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
@@ -86,7 +91,7 @@ kills every process of the head and the job.`,
 	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
-	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up; KubeRay only) and never delete it")
+	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
 	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+logFormats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
@@ -168,11 +173,8 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	if o.cluster != "" && firstNonEmpty(o.backend, a.cfg.Backend) != "kuberay" {
-		return runner.Step{}, nil, &usageError{errors.New("run --cluster: only the KubeRay backend has interactive clusters in this version: add --backend kuberay")}
-	}
 	step, b, err := a.newBackend(o, spec, profile, step)
-	if err == nil && o.cluster != "" {
+	if _, ok := b.(*kuberay.Backend); ok && err == nil && o.cluster != "" {
 		err = a.borrow(cmd.Context(), b, &step, o.cluster)
 	}
 	return step, b, err

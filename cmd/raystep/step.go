@@ -127,6 +127,9 @@ func previewStep(spec *schemas.Spec, ns string, d runner.Dagster) runner.Step {
 func (a *app) newBackend(o runOptions, spec *schemas.Spec, profile *schemas.Profile, step runner.Step) (runner.Step, runner.Backend, error) {
 	switch name := firstNonEmpty(o.backend, a.cfg.Backend); name {
 	case "local":
+		if o.cluster != "" {
+			return a.borrowLocal(step, o.cluster)
+		}
 		b, err := a.localBackend()
 		if err != nil {
 			return runner.Step{}, nil, err
@@ -146,16 +149,26 @@ func (a *app) newBackend(o runOptions, spec *schemas.Spec, profile *schemas.Prof
 	}
 }
 
-// localBackend runs on a private head, or on the existing cluster that
-// RAY_ADDRESS, RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL names.
-func (a *app) localBackend() (*local.Backend, error) {
+// rayBin is RAYSTEP_RAY_BIN, looked up on PATH when it is a bare name;
+// empty lets rayhead find ray.
+func (a *app) rayBin() (string, error) {
 	bin := a.cfg.RayBin
 	if bin != "" && !strings.Contains(bin, "/") {
 		found, err := exec.LookPath(bin)
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("RAYSTEP_RAY_BIN=%s: %w", bin, errors.Join(err, rayhead.ErrRayNotFound))}
+			return "", &usageError{fmt.Errorf("RAYSTEP_RAY_BIN=%s: %w", bin, errors.Join(err, rayhead.ErrRayNotFound))}
 		}
 		bin = found
+	}
+	return bin, nil
+}
+
+// localBackend runs on a private head, or on the existing cluster that
+// RAY_ADDRESS, RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL names.
+func (a *app) localBackend() (*local.Backend, error) {
+	bin, err := a.rayBin()
+	if err != nil {
+		return nil, err
 	}
 	b := &local.Backend{
 		Address:      a.cfg.RayAddress,

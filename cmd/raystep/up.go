@@ -28,6 +28,8 @@ type upOptions struct {
 	ttl                      time.Duration
 	set                      []string
 	now                      func() time.Time
+	// local: up runs on the local backend, where no flag shapes workers.
+	local bool
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -35,40 +37,58 @@ func (a *app) upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR]",
 		Short: "Bring up an interactive Ray cluster for a person, until it expires",
-		Long: `up makes a long-lived Ray cluster for a person (a KubeRay RayCluster), from
-flags alone or from the cluster section of -f SPEC (flags win), with
-everything else from the platform profile exactly as for a step: node
-selectors, tolerations, GPU resource names, service account, allowed
-images, pod security and labels. It waits by watch until every pod runs,
-failing at once (exit 3, the cluster deleted) when a pod is Unschedulable,
-cannot pull its image or is refused by Pod Security, then prints the
-cluster's name, its dashboard and how to use it.
+		Long: `up makes a long-lived Ray cluster for a person, named, owned and expiring,
+that steps can borrow (` + "`raystep run --cluster NAME`" + `) and that ` + "`raystep ls`" + ` lists.
 
---gpu, --workers, --cpus and --memory shape the first worker group (made
-when there is none: 1 worker of 4 CPUs and 16Gi); without any of them and
-without -f the cluster is a head alone. The name is --name, else the spec's
-metadata.name, else ray-OWNER; the owner is --owner, else the spec's, else
-$USER. The cluster expires after --ttl (the profile's
-spec.interactive.ttl.default, 8h unless it says otherwise, and at most its
-max, 24h unless it says otherwise); ` + "`raystep gc`" + ` deletes it after that, and
-` + "`raystep down NAME`" + ` at any time. up on the name of a live cluster moves its
-expiry to --ttl from now instead of making a second one.
+On the local backend (the default) the cluster is a private Ray head on
+this machine, started as a step's head is (127.0.0.1 only, a token of its
+own) and then left to a supervisor of its own that outlives raystep and
+stops the head, with every process of it, at its expiry, whether or not
+any raystep command runs again. up returns once the head's dashboard
+answers and prints its name, its dashboard, ` + "`raystep run --cluster NAME`" + `
+and the environment (RAY_ADDRESS, token auth from the head's token file)
+for ray.init() and Ray's own tools. --cpus N is the head's logical CPU
+count; --gpu, --workers, --memory and --namespace shape Kubernetes pods
+and are refused (exit 2). A -f SPEC gives the name and owner; its cluster
+section is not used. Records live in $XDG_STATE_HOME/raystep/clusters
+(else ~/.local/state/raystep/clusters).
 
-Only the KubeRay backend has interactive clusters in this version
-(--backend kuberay, or RAYSTEP_BACKEND=kuberay).`,
-		Example: "  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h\n" +
+On the KubeRay backend (--backend kuberay, or RAYSTEP_BACKEND=kuberay) it
+is a KubeRay RayCluster, from flags alone or from the cluster section of
+-f SPEC (flags win), with everything else from the platform profile
+exactly as for a step: node selectors, tolerations, GPU resource names,
+service account, allowed images, pod security and labels. It waits by
+watch until every pod runs, failing at once (exit 3, the cluster deleted)
+when a pod is Unschedulable, cannot pull its image or is refused by Pod
+Security, then prints the cluster's name, its dashboard and how to use
+it. --gpu, --workers, --cpus and --memory shape the first worker group
+(made when there is none: 1 worker of 4 CPUs and 16Gi); without any of
+them and without -f the cluster is a head alone.
+
+On both, every flag is checked before anything starts (exit 2, nothing
+made). The name is --name, else the spec's metadata.name, else
+ray-OWNER; the owner is --owner, else the spec's, else $USER. The
+cluster expires after --ttl (the profile's spec.interactive.ttl.default,
+8h unless it says otherwise, and at most its max, 24h unless it says
+otherwise); ` + "`raystep down NAME`" + ` stops it at any time and ` + "`raystep gc`" + `
+clears away expired ones. up on the name of a live cluster moves its
+expiry to --ttl from now instead of making a second one. Ctrl-C or
+SIGTERM before up is done leaves nothing running.`,
+		Example: "  raystep up --name alice-dev --ttl 4h\n" +
+			"  raystep run --cluster alice-dev -f examples/ads_ranking/train.yaml\n" +
+			"  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h\n" +
 			"  raystep up --backend kuberay -f examples/ads_ranking/train.yaml --workers 1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.up(cmd, o) },
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec whose cluster section to start from")
-	f.StringVar(&o.backend, "backend", "", "kuberay (default $RAYSTEP_BACKEND, else local, which has no interactive clusters yet)")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's)")
-	f.StringVar(&o.gpu, "gpu", "", "GPU type of the workers, a gpuTypes key of the profile")
-	f.Int32Var(&o.workers, "workers", 1, "number of workers")
-	f.StringVar(&o.cpus, "cpus", "", "CPUs of each worker, e.g. 8")
-	f.StringVar(&o.memory, "memory", "", "memory of each worker, e.g. 32Gi")
+	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's; KubeRay only)")
+	f.StringVar(&o.gpu, "gpu", "", "GPU type of the workers, a gpuTypes key of the profile (KubeRay only)")
+	f.Int32Var(&o.workers, "workers", 1, "number of workers (KubeRay only)")
+	f.StringVar(&o.cpus, "cpus", "", "CPUs of each worker, e.g. 8 (local: the head's logical CPUs)")
+	f.StringVar(&o.memory, "memory", "", "memory of each worker, e.g. 32Gi (KubeRay only)")
 	f.StringVar(&o.name, "name", "", "cluster name, a DNS-1035 label of at most 40 characters")
 	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER)")
 	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
@@ -84,9 +104,10 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
 	case "kuberay":
 	case "local":
-		return &usageError{errors.New("up: the local backend's interactive clusters are not available in this version: use --backend kuberay")}
+		o.local = true
+		return a.upLocal(cmd, o)
 	default:
-		return &usageError{fmt.Errorf("--backend %q: want kuberay", b)}
+		return &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
 	}
 	profile, err := a.profile(cmd)
 	if err != nil {

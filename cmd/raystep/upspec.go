@@ -100,6 +100,9 @@ func (a *app) upOverrides(cmd *cobra.Command, o upOptions, base *schemas.Spec) (
 		add("metadata.name", name, fmt.Sprintf("the name %s made from the owner (pass --name)", name))
 	}
 	f := cmd.Flags()
+	if o.local {
+		return out, nil // no flag shapes workers of a local cluster (upLocal)
+	}
 	workerFlags := f.Changed("gpu") || f.Changed("workers") || f.Changed("cpus") || f.Changed("memory")
 	if workerFlags && len(base.Spec.Cluster.Workers) == 0 {
 		group := "cpu"

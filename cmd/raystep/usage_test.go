@@ -65,13 +65,13 @@ func TestStartupHookIsTheRoots(t *testing.T) {
 }
 
 // TestCommandErrorsAreNotUsage checks that the hook runs for a command
-// that does start its work: ls without a kubeconfig fails reaching the
-// cluster (exit 3), not as bad usage.
+// that does start its work: ls on the kuberay backend without a
+// kubeconfig fails reaching the cluster (exit 3), not as bad usage.
 func TestCommandErrorsAreNotUsage(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
-		lookup: envconfig.MapLookuper(map[string]string{"HOME": t.TempDir()})}
+		lookup: envconfig.MapLookuper(map[string]string{"HOME": t.TempDir(), "RAYSTEP_BACKEND": "kuberay"})}
 	code := a.main(context.Background(), []string{"ls"})
 	if code != exitInfrastructure || !a.started {
 		t.Errorf("ls: exit %d, started %v, want %d and true; stderr:\n%s", code, a.started, exitInfrastructure, errOut.String())

@@ -175,7 +175,7 @@ func WriteTable(w io.Writer, rows []Summary, o TableOptions) error {
 		cols := []string{r.Name, r.ClusterKind, dash(r.Owner), dash(typ), dash(r.GPUs), r.Deployment, dash(r.JobStatus),
 			duration.HumanDuration(o.Now.Sub(r.Created)), expires(r.Expires, o.Now), dash(r.Dashboard)}
 		if o.AllNamespaces {
-			cols = append([]string{r.Namespace}, cols...)
+			cols = append([]string{dash(r.Namespace)}, cols...) // none for a local cluster
 		}
 		if o.Wide {
 			cols = append(cols, dash(r.RunID), dash(r.Step), dash(r.RayCluster))

@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/raystep/raystep/runner/kuberay"
+)
+
+// The local backend's interactive clusters, end to end: the built raystep
+// binary brings up a detached private head of the tests' Ray, a step
+// borrows it, ls lists it, down stops it, and its supervisor stops it at
+// its expiry with no raystep running. Each test has a state dir of its
+// own (XDG_STATE_HOME) and stops whatever it started, also on failure.
+
+// localEnv is a test's environment for the built binary: its own state
+// dir and HOME, the ray wrapper, USER tester.
+type localEnv struct {
+	bin, rayBin, invocations, state, home string
+}
+
+func newLocalEnv(t *testing.T) localEnv {
+	t.Helper()
+	rayBin, invocations := rayWrapper(t)
+	return localEnv{bin: buildRaystep(t), rayBin: rayBin, invocations: invocations, state: t.TempDir(), home: t.TempDir()}
+}
+
+// env is the binary's environment: no kubeconfig, so that ls and gc look
+// at the local clusters only.
+func (e localEnv) env() []string {
+	return childEnv("RAYSTEP_RAY_BIN="+e.rayBin, "XDG_STATE_HOME="+e.state, "USER=tester", "RAYSTEP_BACKEND=local",
+		"HOME="+e.home, "KUBECONFIG=")
+}
+
+// record is the state dir's record of name; ok is false when there is none.
+func (e localEnv) record(t *testing.T, name string) (rec localRecord, ok bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.state, "raystep", "clusters", name+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return localRecord{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("record of %s: %v\n%s", name, err, b)
+	}
+	return rec, true
+}
+
+// localRecord is the part of a cluster's record the tests read.
+type localRecord struct {
+	Owner         string    `json:"owner"`
+	Expires       time.Time `json:"expires"`
+	DashboardURL  string    `json:"dashboardURL"`
+	SupervisorPid int       `json:"supervisorPid"`
+	TempDir       string    `json:"tempDir"`
+}
+
+// raystep runs the built binary to its end, at most 5 minutes.
+func (e localEnv) raystep(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env, cmd.Dir = e.env(), t.TempDir()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("raystep %s: %v", strings.Join(args, " "), err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// up brings up name with args and stops it at the end of the test,
+// whatever happened; it returns the cluster's record.
+func (e localEnv) up(t *testing.T, name string, args ...string) localRecord {
+	t.Helper()
+	t.Cleanup(func() { e.cleanup(t, name) })
+	code, out, errOut := e.raystep(t, append([]string{"up", "--name", name}, args...)...)
+	if code != 0 {
+		t.Fatalf("up exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Local cluster " + name + " is ready", "raystep run --cluster " + name + " -f step.yaml",
+		"export RAY_ADDRESS=127.0.0.1:", "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up's stdout does not say %q:\n%s", want, out)
+		}
+	}
+	rec, ok := e.record(t, name)
+	if !ok {
+		t.Fatalf("up left no record of %s", name)
+	}
+	return rec
+}
+
+// cleanup stops what a test left of name: down, then SIGKILL for the
+// supervisor's session and anything running from the head's temp dir.
+func (e localEnv) cleanup(t *testing.T, name string) {
+	rec, ok := e.record(t, name)
+	if !ok {
+		return
+	}
+	if code, _, errOut := e.raystep(t, "down", name); code != 0 {
+		t.Errorf("clean up: down %s exited %d: %s", name, code, errOut)
+	}
+	killHead(t, e.head(t, rec.SupervisorPid))
+}
+
+// localHead is a detached head as the tests find it: its supervisor (the
+// keeper, leader of a session and process group of its own), the process
+// group of its `ray start` (the wrapper's pid; 0 when unknown) and its
+// temp dir.
+type localHead struct {
+	keeper, pgid int
+	tempDir      string
+}
+
+// head returns the head of the test's one `ray start`, supervised by keeper.
+func (e localEnv) head(t *testing.T, keeper int) localHead {
+	t.Helper()
+	hd := startedHead(t, e.invocations)
+	return localHead{keeper: keeper, pgid: hd.pgid, tempDir: hd.tempDir}
+}
+
+func killHead(t *testing.T, h localHead) {
+	for _, g := range []int{h.keeper, h.pgid} {
+		if g > 0 {
+			_ = syscall.Kill(-g, syscall.SIGKILL)
+		}
+	}
+	if h.tempDir == "" {
+		return
+	}
+	for _, pid := range processesMentioning(t, h.tempDir) {
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	_ = os.RemoveAll(h.tempDir)
+}
+
+// assertLocalHeadGone checks, by pid, that nothing of h runs: not its
+// supervisor, no process of its process group, none that mentions its
+// temp dir; and that the temp dir is removed.
+func assertLocalHeadGone(t *testing.T, h localHead) {
+	t.Helper()
+	if running(h.keeper) {
+		t.Errorf("the head's supervisor (pid %d) still runs", h.keeper)
+	}
+	for _, g := range []int{h.keeper, h.pgid} {
+		if left := groupMembers(g); g > 0 && len(left) > 0 {
+			t.Errorf("processes of the head's process group %d still run:%s", g, describe(left))
+		}
+	}
+	if left := processesMentioning(t, h.tempDir); len(left) > 0 {
+		t.Errorf("processes %v of the head (temp dir %s) still run", left, h.tempDir)
+	}
+	if _, err := os.Stat(h.tempDir); !os.IsNotExist(err) {
+		t.Errorf("the head's temp dir %s is left (stat: %v)", h.tempDir, err)
+	}
+}
+
+// awaitExit waits through a pidfd until pid has exited, at most timeout.
+func awaitExit(t *testing.T, pid int, timeout time.Duration) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("pidfd of %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("pid %d still runs after %s", pid, timeout)
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("poll the pidfd of %d: %v", pid, err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
+
+// ls returns the rows `ls -o json` prints.
+func (e localEnv) ls(t *testing.T) []kuberay.Summary {
+	t.Helper()
+	code, out, errOut := e.raystep(t, "ls", "-o", "json")
+	if code != 0 {
+		t.Fatalf("ls exited %d: %s", code, errOut)
+	}
+	var rows []kuberay.Summary
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("ls -o json: %v\n%s", err, out)
+	}
+	return rows
+}
+
+// rayStarts counts the `ray start` invocations so far.
+func (e localEnv) rayStarts() int {
+	b, _ := os.ReadFile(e.invocations)
+	return strings.Count(string(b), " start ")
+}
+
+// TestLocalUpLifecycle: up starts a detached head; a step borrows it
+// (its log shows, the head outlives it); ls lists it; up on the live name
+// moves its expiry and starts nothing; down stops every process of it.
+func TestLocalUpLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newLocalEnv(t)
+	rec := e.up(t, "life", "--ttl", "10m", "--cpus", "1")
+	h := e.head(t, rec.SupervisorPid)
+	if h.tempDir != rec.TempDir {
+		t.Fatalf("ray started with --temp-dir=%s, the record says %s", h.tempDir, rec.TempDir)
+	}
+	if !running(h.keeper) || rec.Owner != "tester" {
+		t.Fatalf("after up: supervisor %d running %v, owner %q; want running, tester", h.keeper, running(h.keeper), rec.Owner)
+	}
+
+	spec := filepath.Join(t.TempDir(), "step.yaml")
+	if err := os.WriteFile(spec, []byte(`apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata: {name: borrower, owner: tester}
+spec:
+  kind: train
+  entrypoint: python -c "print('borrowed-head-says-hi')"
+  cluster: {rayVersion: "2.60.0", image: "rayproject/ray:2.60.0-py311"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.raystep(t, "run", "--cluster", "life", "-f", spec)
+	if code != 0 || !strings.Contains(out, "borrowed-head-says-hi") {
+		t.Fatalf("run --cluster life: exit %d, want 0 with the job's log\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "left running") || !running(h.keeper) {
+		t.Errorf("the step did not leave the borrowed head running (supervisor running: %v):\n%s", running(h.keeper), errOut)
+	}
+
+	rows := e.ls(t)
+	want := kuberay.Summary{Name: "life", ClusterKind: "interactive", Owner: "tester", Kind: "interactive",
+		Deployment: "ready", Dashboard: rec.DashboardURL}
+	if len(rows) != 1 || rows[0].Expires == nil || !rows[0].Expires.Equal(rec.Expires) {
+		t.Fatalf("ls -o json = %+v, want one row expiring %s", rows, rec.Expires)
+	}
+	got := rows[0]
+	got.Created, got.Expires = time.Time{}, nil
+	if got != want {
+		t.Errorf("ls row = %+v, want %+v", got, want)
+	}
+
+	code, out, errOut = e.raystep(t, "ls")
+	if fields := strings.Fields(out); code != 0 || len(fields) != 21 || strings.Join(fields[10:16], " ") != "life interactive tester - - ready" ||
+		fields[20] != rec.DashboardURL {
+		t.Errorf("ls: exit %d, want 0 and a table of life:\n%s%s", code, out, errOut)
+	}
+
+	code, _, errOut = e.raystep(t, "up", "--name", "life", "--ttl", "20m")
+	ext, _ := e.record(t, "life")
+	if code != 0 || !strings.Contains(errOut, "moving its expiry") || ext.SupervisorPid != h.keeper ||
+		!ext.Expires.After(rec.Expires) || e.rayStarts() != 1 {
+		t.Errorf("up again: exit %d, supervisor %d (was %d), expires %s (was %s), %d ray starts; "+
+			"want 0, the same supervisor, later, 1\n%s", code, ext.SupervisorPid, h.keeper, ext.Expires, rec.Expires, e.rayStarts(), errOut)
+	}
+
+	code, out, errOut = e.raystep(t, "down", "life")
+	if code != 0 || out != "Local cluster life stopped\n" {
+		t.Fatalf("down: exit %d, stdout %q, want 0 and the cluster stopped\n%s", code, out, errOut)
+	}
+	assertLocalHeadGone(t, h)
+	if _, ok := e.record(t, "life"); ok {
+		t.Errorf("down left the record of life")
+	}
+	if code, _, errOut := e.raystep(t, "down", "life"); code != exitUsage || !strings.Contains(errOut, "no such local cluster") {
+		t.Errorf("down of a stopped cluster: exit %d, want %d and not found:\n%s", code, exitUsage, errOut)
+	}
+}
+
+// TestLocalUpStopsAtItsExpiry: with no raystep running, the supervisor
+// stops the head at its expiry; ls then says expired and gc clears the
+// record away.
+func TestLocalUpStopsAtItsExpiry(t *testing.T) {
+	t.Parallel()
+	e := newLocalEnv(t)
+	rec := e.up(t, "brief", "--ttl", "15s", "--cpus", "1")
+	h := e.head(t, rec.SupervisorPid)
+	awaitExit(t, h.keeper, 3*time.Minute)
+	if now := time.Now(); now.Before(rec.Expires) {
+		t.Errorf("the supervisor ended at %s, before the expiry %s", now, rec.Expires)
+	}
+	assertLocalHeadGone(t, h)
+	if rows := e.ls(t); len(rows) != 1 || rows[0].Deployment != "expired" {
+		t.Errorf("ls after the expiry = %+v, want brief expired", rows)
+	}
+	code, out, errOut := e.raystep(t, "gc")
+	if code != 0 || out != "removed local cluster brief: expired, its head no longer runs\n" {
+		t.Errorf("gc: exit %d, stdout %q\n%s", code, out, errOut)
+	}
+	if _, ok := e.record(t, "brief"); ok {
+		t.Errorf("gc left the record of brief")
+	}
+}
+
+// TestLocalUpBadFlagsStartNothing: the built binary refuses bad flags
+// with exit 2 and never runs ray nor records anything.
+func TestLocalUpBadFlagsStartNothing(t *testing.T) {
+	t.Parallel()
+	e := newLocalEnv(t)
+	for _, args := range [][]string{
+		{"--name", "Bad_Name"}, {"--ttl", "0s"}, {"--ttl", "25h"}, {"--gpu", "l4"}, {"--workers", "2"},
+		{"--memory", "8Gi"}, {"--cpus", "two"}, {"--owner", "a b"}, {"--backend", "slurm"},
+	} {
+		code, out, errOut := e.raystep(t, append([]string{"up"}, args...)...)
+		if code != exitUsage || out != "" {
+			t.Errorf("up %v: exit %d, stdout %q; want %d and nothing\n%s", args, code, out, exitUsage, errOut)
+		}
+	}
+	if n := e.rayStarts(); n != 0 {
+		t.Errorf("ray was started %d times", n)
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "raystep")); !os.IsNotExist(err) {
+		t.Errorf("the state dir was created (stat: %v)", err)
+	}
+}
+
+// TestLocalUpSIGTERM: SIGTERM while up waits for its head leaves nothing
+// running and nothing recorded, and up exits 143.
+func TestLocalUpSIGTERM(t *testing.T) {
+	t.Parallel()
+	e := newLocalEnv(t)
+	cmd := exec.Command(e.bin, "up", "--name", "cut", "--cpus", "1")
+	cmd.Env, cmd.Dir = e.env(), t.TempDir()
+	stderr := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var h localHead
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		killHead(t, h)
+	})
+	h = awaitRayStart(t, e, done, stderr)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitSIGTERM {
+			t.Errorf("up exited with %v, want exit status %d\n%s", err, exitSIGTERM, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("up did not exit within 2 minutes of SIGTERM:\n%s", stderr.String())
+	}
+	awaitExit(t, h.keeper, time.Minute)
+	assertLocalHeadGone(t, h)
+	if _, ok := e.record(t, "cut"); ok {
+		t.Errorf("up left a record of cut")
+	}
+}
+
+// awaitRayStart waits until up ran `ray start` and returns its head: the
+// supervisor is the parent of `ray start` (the wrapper's pid), the temp
+// dir its --temp-dir.
+func awaitRayStart(t *testing.T, e localEnv, done chan error, out *syncBuffer) localHead {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(2 * time.Minute)
+	for {
+		if e.rayStarts() > 0 {
+			hd := startedHead(t, e.invocations)
+			if f := procStat(hd.pgid); len(f) > 1 {
+				keeper, _ := strconv.Atoi(f[1])
+				return localHead{keeper: keeper, pgid: hd.pgid, tempDir: hd.tempDir}
+			}
+			t.Fatalf("`ray start` (pid %d) ended before the test saw its parent:\n%s", hd.pgid, out.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("up exited before it ran ray start: %v\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("up did not run ray start within 2 minutes:\n%s", out.String())
+		case <-tick.C:
+		}
+	}
+}
