@@ -26,6 +26,7 @@ type upOptions struct {
 	workers                  int32
 	name, owner              string
 	ttl                      time.Duration
+	notebook                 bool
 	set                      []string
 	now                      func() time.Time
 }
@@ -33,7 +34,7 @@ type upOptions struct {
 func (a *app) upCommand() *cobra.Command {
 	o := upOptions{now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR]",
+		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR] [--notebook]",
 		Short: "Bring up an interactive Ray cluster for a person, until it expires",
 		Long: `up makes a long-lived Ray cluster for a person (a KubeRay RayCluster), from
 flags alone or from the cluster section of -f SPEC (flags win), with
@@ -42,7 +43,8 @@ selectors, tolerations, GPU resource names, service account, allowed
 images, pod security and labels. It waits by watch until every pod runs,
 failing at once (exit 3, the cluster deleted) when a pod is Unschedulable,
 cannot pull its image or is refused by Pod Security, then prints the
-cluster's name, its dashboard and how to use it.
+cluster's name, its dashboard and how to use it. With --notebook it then
+starts a Jupyter server on the head (see raystep notebook).
 
 --gpu, --workers, --cpus and --memory shape the first worker group (made
 when there is none: 1 worker of 4 CPUs and 16Gi); without any of them and
@@ -73,6 +75,7 @@ Only the KubeRay backend has interactive clusters in this version
 	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER)")
 	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.cluster.image=... (repeatable)")
+	f.BoolVar(&o.notebook, "notebook", false, "also start a Jupyter server on the head (the profile's spec.interactive.notebook); raystep notebook NAME reaches it")
 	return cmd
 }
 
@@ -127,7 +130,10 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 		}
 		return err
 	}
-	return a.printUp(clients.InCluster && kc.InCluster, upped, ttl)
+	if err := a.printUp(clients.InCluster && kc.InCluster, upped, ttl); err != nil || !o.notebook {
+		return err
+	}
+	return a.upNotebook(ctx, a.reachedUp(i, clients, kc, upped.Cluster), profile)
 }
 
 // upTTL is --ttl, else the profile's default, checked against the
