@@ -122,10 +122,12 @@ func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
 	return true, nil
 }
 
-// Await waits until the server reached at base answers /api/status with
-// its token, asking every PollInterval, and fails at once with the job's
-// message and the end of its logs when the job ended (ErrJobEnded).
-func (st *Starter) Await(ctx context.Context, base string, s Server) error {
+// Await waits until the server answers /api/status with its token at the
+// address base returns, asking every PollInterval, and fails at once with
+// the job's message and the end of its logs when the job ended
+// (ErrJobEnded). base is called before each question: a port-forward that
+// a refused connection ended (the server not listening yet) opens again.
+func (st *Starter) Await(ctx context.Context, base func(context.Context) (string, error), s Server) error {
 	hc := st.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Second}
@@ -136,7 +138,11 @@ func (st *Starter) Await(ctx context.Context, base string, s Server) error {
 	}
 	id := SubmissionID(st.Cluster)
 	for {
-		code, err := Status(ctx, hc, base, s.Token)
+		at, err := base(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for the notebook: %w", err)
+		}
+		code, err := Status(ctx, hc, at, s.Token)
 		if err == nil && code == http.StatusOK {
 			return nil
 		}
@@ -155,7 +161,7 @@ func (st *Starter) Await(ctx context.Context, base string, s Server) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("wait for the notebook at %s (job %s %s): %w", base, id, d.Status, context.Cause(ctx))
+			return fmt.Errorf("wait for the notebook at %s (job %s %s): %w", at, id, d.Status, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
@@ -175,7 +181,8 @@ func Launch(ctx context.Context, dashboardURL, rayToken, cluster string, p schem
 	if _, err := st.Start(ctx, s); err != nil {
 		return err
 	}
-	return st.Await(ctx, fmt.Sprintf("http://127.0.0.1:%d", s.Port), s)
+	loopback := fmt.Sprintf("http://127.0.0.1:%d", s.Port)
+	return st.Await(ctx, func(context.Context) (string, error) { return loopback, nil }, s)
 }
 
 // Status asks the server at base for /api/status with token (none when

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strconv"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -56,19 +58,17 @@ func (a *app) notebook(cmd *cobra.Command, o reachOptions, name string) error {
 		return fmt.Errorf("notebook: %w", err)
 	}
 	defer closeRay()
-	fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, o.port, uint16(s.Port))
-	if err != nil {
-		return fmt.Errorf("notebook: %w", err)
-	}
-	defer fwd.Close()
+	rf := &reforward{r: r, local: o.port, remote: uint16(s.Port)}
+	defer rf.close()
 	wctx, cancel := context.WithTimeout(ctx, notebookWait)
 	defer cancel()
-	if err := st.Await(wctx, fwd.URL, s); err != nil {
+	if err := st.Await(wctx, rf.base, s); err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C while waiting: nothing is left open
 		}
 		return fmt.Errorf("notebook: %w", err)
 	}
+	fwd := rf.fwd
 	fmt.Fprintln(a.stdout, s.URL(fwd.URL))
 	fmt.Fprintf(a.stderr, "port-forward to pod %s/%s open: Ctrl-C closes it\n", r.rc.Namespace, fwd.Pod)
 	return a.hold(ctx, fwd, "notebook")
@@ -145,14 +145,50 @@ func (a *app) upNotebook(ctx context.Context, r *reached, profile *schemas.Profi
 // awaitNotebook waits until the notebook answers through a port-forward
 // it closes again.
 func (a *app) awaitNotebook(ctx context.Context, r *reached, st *notebook.Starter, s notebook.Server) error {
-	fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, 0, uint16(s.Port))
-	if err != nil {
-		return err
-	}
-	defer fwd.Close()
+	rf := &reforward{r: r, remote: uint16(s.Port)}
+	defer rf.close()
 	wctx, cancel := context.WithTimeout(ctx, notebookWait)
 	defer cancel()
-	return st.Await(wctx, fwd.URL, s)
+	return st.Await(wctx, rf.base, s)
+}
+
+// reforward is a port-forward to the notebook's port that base opens
+// again, on the same local port, when it ended: the forward ends when
+// the head refuses a connection, as it does until the server listens.
+type reforward struct {
+	r             *reached
+	local, remote uint16
+	fwd           *kuberay.HeadForward
+}
+
+// base returns the URL of a working forward, opening one if needed.
+func (f *reforward) base(ctx context.Context) (string, error) {
+	if f.fwd != nil {
+		select {
+		case <-f.fwd.Done():
+			f.fwd = nil
+		default:
+			return f.fwd.URL, nil
+		}
+	}
+	fwd, err := f.r.i.ForwardHead(ctx, f.r.clients.Config, f.r.rc, f.local, f.remote)
+	if err != nil {
+		return "", err
+	}
+	f.fwd = fwd
+	if u, err := url.Parse(fwd.URL); err == nil {
+		if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+			f.local = uint16(p) // the URL printed stays the same
+		}
+	}
+	return fwd.URL, nil
+}
+
+// close closes the forward, if any.
+func (f *reforward) close() {
+	if f.fwd != nil {
+		f.fwd.Close()
+	}
 }
 
 // reachedUp is the cluster up made, for upNotebook.

@@ -128,7 +128,13 @@ func TestNotebookAndDashboard(t *testing.T) {
 		_, _ = ray.Delete(ctx, notebook.SubmissionID(name))
 	})
 	mustRaystep(t, env, "up", "-n", ns, "--name", name, "--owner", "nora", "--ttl", "1h")
-	t.Cleanup(func() { raystepIn(t, env, "down", "-n", ns, name) })
+	t.Cleanup(func() { // t.Context() is done by now
+		down := exec.Command(buildRaystep(t), "down", "-n", ns, name)
+		down.Env = env
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("raystep down: %v: %s", err, out)
+		}
+	})
 
 	o := raystepIn(t, env, "notebook", "-n", ns, name)
 	if o.code != 2 || !strings.Contains(o.stderr, "up --notebook") {
