@@ -63,6 +63,39 @@ type Interactive struct {
 	// TTL is how long an interactive cluster lives before `raystep gc`
 	// deletes it.
 	TTL InteractiveTTL `json:"ttl,omitzero"`
+	// Notebook is the Jupyter server `raystep up --notebook` starts on
+	// the head.
+	Notebook NotebookProfile `json:"notebook,omitzero"`
+}
+
+// NotebookProfile is how the notebook of an interactive cluster runs: a
+// Ray job on the head serving Jupyter on Port of the head's loopback.
+type NotebookProfile struct {
+	// Port is the server's port on the head; 0 means DefaultNotebookPort.
+	Port int `json:"port,omitempty"`
+	// App is NotebookLab (the default when empty) or NotebookServer.
+	App string `json:"app,omitempty"`
+	// Pip are the packages the notebook job installs (its runtime_env);
+	// empty means the head's image has them.
+	Pip []string `json:"pip,omitempty"`
+}
+
+// The notebook apps and port when the profile sets none.
+const (
+	NotebookLab         = "lab"
+	NotebookServer      = "server"
+	DefaultNotebookPort = 8888
+)
+
+// Resolved returns n with its defaults filled in.
+func (n NotebookProfile) Resolved() NotebookProfile {
+	if n.Port == 0 {
+		n.Port = DefaultNotebookPort
+	}
+	if n.App == "" {
+		n.App = NotebookLab
+	}
+	return n
 }
 
 // InteractiveTTL is the default and the longest life of an interactive

@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/raystep/raystep/notebook"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
@@ -45,6 +46,7 @@ var exitRules = []struct {
 	{exitUsage, func(err error) bool { return asType[*schemas.ValidationErrors](err) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, kuberay.ErrNotInteractive) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, local.ErrNotFound) }},
+	{exitUsage, func(err error) bool { return errors.Is(err, notebook.ErrNone) }},
 	{exitJobFailed, func(err error) bool {
 		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)
 	}},

@@ -26,6 +26,7 @@ type upOptions struct {
 	workers                  int32
 	name, owner              string
 	ttl                      time.Duration
+	notebook                 bool
 	set                      []string
 	now                      func() time.Time
 	// local: up runs on the local backend, where no flag shapes workers.
@@ -35,7 +36,7 @@ type upOptions struct {
 func (a *app) upCommand() *cobra.Command {
 	o := upOptions{now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR]",
+		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR] [--notebook]",
 		Short: "Bring up an interactive Ray cluster for a person, until it expires",
 		Long: `up makes a long-lived Ray cluster for a person, named, owned and expiring,
 that steps can borrow (` + "`raystep run --cluster NAME`" + `) and that ` + "`raystep ls`" + ` lists.
@@ -73,7 +74,8 @@ cluster expires after --ttl (the profile's spec.interactive.ttl.default,
 otherwise); ` + "`raystep down NAME`" + ` stops it at any time and ` + "`raystep gc`" + `
 clears away expired ones. up on the name of a live cluster moves its
 expiry to --ttl from now instead of making a second one. Ctrl-C or
-SIGTERM before up is done leaves nothing running.`,
+SIGTERM before up is done leaves nothing running. With --notebook up then
+starts a Jupyter server on the head (see raystep notebook).`,
 		Example: "  raystep up --name alice-dev --ttl 4h\n" +
 			"  raystep run --cluster alice-dev -f examples/ads_ranking/train.yaml\n" +
 			"  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h\n" +
@@ -93,6 +95,7 @@ SIGTERM before up is done leaves nothing running.`,
 	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER)")
 	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.cluster.image=... (repeatable)")
+	f.BoolVar(&o.notebook, "notebook", false, "also start a Jupyter server on the head (the profile's spec.interactive.notebook); raystep notebook NAME reaches it")
 	return cmd
 }
 
@@ -148,7 +151,10 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 		}
 		return err
 	}
-	return a.printUp(clients.InCluster && kc.InCluster, upped, ttl)
+	if err := a.printUp(clients.InCluster && kc.InCluster, upped, ttl); err != nil || !o.notebook {
+		return err
+	}
+	return a.upNotebook(ctx, a.reachedUp(i, clients, kc, upped.Cluster), profile)
 }
 
 // upTTL is --ttl, else the profile's default, checked against the

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -177,33 +179,41 @@ func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct
 	if err != nil {
 		return 0, nil, err
 	}
-	rt, upgrader, err := spdy.RoundTripperFor(c.b.Config)
+	return dialPod(ctx, c.b.Config, c.b.Kube, c.ns, head, port, dashboardPort, stop)
+}
+
+// dialPod starts a port-forward over SPDY from 127.0.0.1:local (0 picks
+// one) to port remote of pod ns/pod, and returns the local port and a
+// channel that receives when the forward ends (after stop is closed, or
+// when the connection breaks).
+func dialPod(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, ns, pod string, local, remote uint16, stop chan struct{}) (uint16, <-chan error, error) {
+	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
-		return 0, nil, fmt.Errorf("port-forward to %s: %w", head, err)
+		return 0, nil, fmt.Errorf("port-forward to %s: %w", pod, err)
 	}
-	u := c.b.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name(head).SubResource("portforward").URL()
+	u := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 	ready := make(chan struct{})
 	var errOut strings.Builder
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", port, dashboardPort)}, stop, ready, io.Discard, &errOut)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", local, remote)}, stop, ready, io.Discard, &errOut)
 	if err != nil {
-		return 0, nil, fmt.Errorf("port-forward to %s: %w", head, err)
+		return 0, nil, fmt.Errorf("port-forward to %s: %w", pod, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- fw.ForwardPorts() }()
 	select {
 	case <-ready:
 	case err := <-done:
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w %s", c.ns, head, err, errOut.String())
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w %s", ns, pod, err, errOut.String())
 	case <-ctx.Done():
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w", c.ns, head, context.Cause(ctx))
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w", ns, pod, context.Cause(ctx))
 	}
 	ports, err := fw.GetPorts()
 	if err != nil {
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: get the local port: %w", c.ns, head, err)
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: get the local port: %w", ns, pod, err)
 	}
 	if len(ports) == 0 {
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port", c.ns, head)
+		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: no local port", ns, pod)
 	}
 	return ports[0].Local, done, nil
 }

@@ -76,6 +76,10 @@ type Options struct {
 	// for every RayCluster, e.g. http://127.0.0.1:8265. Empty makes every
 	// dashboard call fail as if the head were unreachable.
 	DashboardURL string
+	// LoopbackPorts are pod ports kwok sends to the same port of
+	// 127.0.0.1: a server a test runs on the real Ray head, such as the
+	// notebook of `raystep up --notebook`, bound to its loopback.
+	LoopbackPorts []int
 	// Audit makes the API server write an audit log of every request, at
 	// Metadata level, to Cluster.AuditLogPath.
 	Audit bool

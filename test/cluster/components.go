@@ -99,7 +99,8 @@ func (c *Cluster) startServing(ctx context.Context, name string, extra ...string
 // configuration of kwok's applies. Its kubelet server (port-forward, logs,
 // exec) listens on a free loopback port behind the kubelet relay, whose
 // port every node's status names with InternalIP 127.0.0.1, and forwards
-// each pod's port 8265 to Options.DashboardURL.
+// each pod's port 8265 to Options.DashboardURL and Options.LoopbackPorts
+// to 127.0.0.1.
 func (c *Cluster) startKwok(opts Options) error {
 	stages := opts.KwokStages
 	if stages == nil {
@@ -144,6 +145,13 @@ func (c *Cluster) startKwok(opts Options) error {
 	}
 	if forward != "" {
 		own = append(own, forward)
+	}
+	loopback, err := writeLoopbackForward(home, opts.LoopbackPorts)
+	if err != nil {
+		return err
+	}
+	if loopback != "" {
+		own = append(own, loopback)
 	}
 	for _, f := range own {
 		args = append(args, "--config="+f)

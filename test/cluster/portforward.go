@@ -52,6 +52,40 @@ func writeDashboardForward(dir, dashboardURL string) (string, error) {
 	return path, nil
 }
 
+// loopbackForward is kwok's ClusterPortForward that sends one port of
+// every pod to the same port of 127.0.0.1.
+const loopbackForward = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterPortForward
+metadata:
+  name: raystep-loopback-%d
+spec:
+  forwards:
+  - ports: [%d]
+    target:
+      address: 127.0.0.1
+      port: %d
+`
+
+// writeLoopbackForward writes the ClusterPortForwards of ports into dir
+// and returns the file's path, or "" without ports.
+func writeLoopbackForward(dir string, ports []int) (string, error) {
+	if len(ports) == 0 {
+		return "", nil
+	}
+	var docs []byte
+	for k, p := range ports {
+		if k > 0 {
+			docs = append(docs, "---\n"...)
+		}
+		docs = fmt.Appendf(docs, loopbackForward, p, p, p)
+	}
+	path := filepath.Join(dir, "raystep-loopback-forward.yaml")
+	if err := os.WriteFile(path, docs, 0o644); err != nil {
+		return "", fmt.Errorf("write kwok port-forward: %w", err)
+	}
+	return path, nil
+}
+
 // kubeletRelay stands between the API server and kwok's kubelet server (the
 // port every node's status names): it copies each connection to kwok, and
 // lets a test cut them all, as a kubelet restart or a network drop does.

@@ -37,7 +37,10 @@ var shared struct {
 	head    *rayhead.Head
 	k8s     *cluster.Cluster
 	profile *schemas.Profile
-	err     error
+	// notebookPort is the port kwok sends to 127.0.0.1 for the notebook
+	// tests, whose Jupyter server runs on the shared real head.
+	notebookPort int
+	err          error
 }
 
 // parallel is how many of the package's tests run at once unless
@@ -89,7 +92,11 @@ func setup(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		shared.k8s, shared.err = cluster.Start(ctx, cluster.Options{Nodes: nodes(shared.profile), DashboardURL: head.DashboardURL()})
+		if shared.notebookPort, shared.err = freeLoopbackPort(); shared.err != nil {
+			return
+		}
+		shared.k8s, shared.err = cluster.Start(ctx, cluster.Options{Nodes: nodes(shared.profile), DashboardURL: head.DashboardURL(),
+			LoopbackPorts: []int{shared.notebookPort}})
 		t.Logf("environment started in %s", time.Since(start).Round(time.Millisecond))
 	})
 	if shared.err != nil {

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/raystep/raystep/runner/kuberay"
+)
+
+// reachOptions are the flags of dashboard and notebook.
+type reachOptions struct {
+	namespace, backend string
+	port               uint16
+}
+
+func (a *app) dashboardCommand() *cobra.Command {
+	var o reachOptions
+	cmd := &cobra.Command{
+		Use:   "dashboard NAME [--port N]",
+		Short: "Reach the Ray dashboard of an interactive cluster, until Ctrl-C",
+		Long: `dashboard opens a port-forward from 127.0.0.1 to the Ray dashboard of the
+interactive cluster NAME (made by raystep up), prints its URL on stdout
+and holds the forward until Ctrl-C or SIGTERM, then closes it and exits 0.
+With RAYSTEP_DASHBOARD_URL set, or when raystep runs in the cluster, it
+prints the dashboard's address and returns: there is nothing to forward.`,
+		Example: "  raystep dashboard alice-dev\n  raystep dashboard -n ml-ads alice-dev --port 8265",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.dashboard(cmd, o, args[0]) },
+	}
+	reachFlags(cmd, &o)
+	return cmd
+}
+
+// reachFlags adds the flags dashboard and notebook share.
+func reachFlags(cmd *cobra.Command, o *reachOptions) {
+	f := cmd.Flags()
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	f.StringVar(&o.backend, "backend", "", "kuberay (default $RAYSTEP_BACKEND)")
+	f.Uint16Var(&o.port, "port", 0, "local port of the forward (default a free one)")
+}
+
+// reached is an interactive cluster found for dashboard or notebook.
+type reached struct {
+	i       *kuberay.Interactive
+	clients *kuberay.Clients
+	kc      *kubeConfig
+	rc      *rayv1.RayCluster
+}
+
+// findReached checks the name and the backend and finds the cluster.
+func (a *app) findReached(cmd *cobra.Command, what string, o reachOptions, name string) (*reached, error) {
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return nil, &usageError{fmt.Errorf("%s: %q is not a cluster name: %s", what, name, strings.Join(msgs, "; "))}
+	}
+	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
+	case "kuberay":
+	case "local":
+		return nil, &usageError{fmt.Errorf("%s: the local backend prints its dashboard and notebook at up in this version: use --backend kuberay", what)}
+	default:
+		return nil, &usageError{fmt.Errorf("--backend %q: want kuberay", b)}
+	}
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return nil, err
+	}
+	clients, kc, err := a.kube(what)
+	if err != nil {
+		return nil, err
+	}
+	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
+		Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: a.notices()}
+	rc, err := i.Find(cmd.Context(), ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return &reached{i: i, clients: clients, kc: kc, rc: rc}, nil
+}
+
+// dashboard prints the dashboard's URL and holds its port-forward.
+func (a *app) dashboard(cmd *cobra.Command, o reachOptions, name string) error {
+	r, err := a.findReached(cmd, "dashboard", o, name)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if url := a.cfg.DashboardURL; url != "" || r.clients.InCluster && r.kc.InCluster {
+		if url == "" {
+			url = kuberay.ClusterDashboardURL(r.rc)
+		}
+		fmt.Fprintln(a.stdout, url)
+		return nil
+	}
+	fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, o.port, dashboardPortOf(r.rc))
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	defer fwd.Close()
+	fmt.Fprintln(a.stdout, fwd.URL)
+	a.tokenHint(r.rc)
+	fmt.Fprintf(a.stderr, "port-forward to pod %s/%s open: Ctrl-C closes it\n", r.rc.Namespace, fwd.Pod)
+	return a.hold(ctx, fwd, "dashboard")
+}
+
+// hold waits until ctx ends (Ctrl-C, SIGTERM: a clean end) or the
+// forward breaks (an error).
+func (a *app) hold(ctx context.Context, fwd *kuberay.HeadForward, what string) error {
+	select {
+	case <-ctx.Done():
+		fwd.Close()
+		fmt.Fprintln(a.stderr, "port-forward closed")
+		return nil
+	case <-fwd.Done():
+		return fmt.Errorf("%s: the port-forward to pod %s ended: %v (run the command again)", what, fwd.Pod, fwd.Err())
+	}
+}
+
+// tokenHint says on stderr where the Ray token of a token-authenticated
+// cluster is.
+func (a *app) tokenHint(rc *rayv1.RayCluster) {
+	if rc.Spec.AuthOptions == nil || rc.Spec.AuthOptions.Mode != rayv1.AuthModeToken || rc.Spec.AuthOptions.SecretName == nil {
+		return
+	}
+	s := *rc.Spec.AuthOptions.SecretName
+	fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
+		rc.Namespace, s, kuberay.AuthTokenKey)
+}
+
+// dashboardPortOf is the dashboard's port on rc's head.
+func dashboardPortOf(rc *rayv1.RayCluster) uint16 {
+	if p, err := strconv.ParseUint(rc.Status.Endpoints["dashboard"], 10, 16); err == nil && p > 0 {
+		return uint16(p)
+	}
+	return 8265
+}

@@ -1,0 +1,216 @@
+// Package notebook starts and reaches the Jupyter server of an interactive
+// Ray cluster (`raystep up --notebook`, `raystep notebook NAME`), whatever
+// the backend.
+//
+// The server is a Ray job on the cluster's head, submitted through the
+// Jobs API under a submission id fixed per cluster (SubmissionID), that
+// runs JupyterLab or a bare Jupyter Server bound to the head's loopback on
+// the profile's port, with a random token. Being a job of the head, it
+// lives and dies with the cluster: expiry, `raystep down` and `raystep gc`
+// need nothing of their own for it. The token reaches the server in the
+// job's environment (JUPYTER_TOKEN), never on a command line; whoever can
+// read it from the Jobs API can submit jobs to the cluster anyway.
+//
+// This package owns the job and the wait until the server answers; where
+// the token is kept (a Secret, a file) and how 127.0.0.1 reaches the head
+// (a port-forward, the loopback itself) are the backends'.
+package notebook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/schemas"
+)
+
+// Server is what reaching a notebook takes: where it listens on the head,
+// which app it is and its token.
+type Server struct {
+	// Port is the server's port on the head's loopback.
+	Port int `json:"port"`
+	// App is schemas.NotebookLab or schemas.NotebookServer.
+	App string `json:"app"`
+	// Token is the server's token.
+	Token string `json:"token"`
+}
+
+// URL is the address a browser opens, for a server reached at base
+// (e.g. http://127.0.0.1:8888), token included.
+func (s Server) URL(base string) string {
+	path := "/lab"
+	if s.App == schemas.NotebookServer {
+		path = "/api/status" // a bare server has no page of its own
+	}
+	return strings.TrimSuffix(base, "/") + path + "?token=" + s.Token
+}
+
+// SubmissionID is the Ray submission id of the notebook job of cluster.
+func SubmissionID(cluster string) string { return "raystep-notebook-" + cluster }
+
+// NewServer returns the server the profile describes, with a fresh random
+// token of 32 bytes.
+func NewServer(p schemas.NotebookProfile) (Server, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Server{}, fmt.Errorf("make a notebook token: %w", err)
+	}
+	p = p.Resolved()
+	return Server{Port: p.Port, App: p.App, Token: hex.EncodeToString(b[:])}, nil
+}
+
+// entrypoint is the notebook job's shell command.
+func entrypoint(s Server) string {
+	module := "jupyterlab"
+	if s.App == schemas.NotebookServer {
+		module = "jupyter_server"
+	}
+	return fmt.Sprintf("python -m %s --no-browser --allow-root --ip=127.0.0.1 --port=%d --port-retries=0", module, s.Port)
+}
+
+// Starter submits the notebook job of one cluster and waits until its
+// server answers.
+type Starter struct {
+	// Ray is the cluster's Jobs API client.
+	Ray *raysubmit.Client
+	// Cluster names the cluster (the job's submission id).
+	Cluster string
+	// Pip are the packages the job installs (the profile's).
+	Pip []string
+	// HTTP asks the server; nil means a client with a 5 s timeout.
+	HTTP *http.Client
+	// PollInterval is how often Await asks; zero means a second.
+	PollInterval time.Duration
+}
+
+// ErrJobEnded is wrapped by Await's error when the notebook job ended
+// before its server answered (the head lacks Jupyter, the port is taken).
+var ErrJobEnded = errors.New("notebook job ended")
+
+// Start submits the notebook job serving s, unless it runs already (up
+// on a live cluster), which Start reports as false. A job of that id that
+// ended is deleted and submitted again.
+func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
+	id := SubmissionID(st.Cluster)
+	d, err := st.Ray.Get(ctx, id)
+	switch {
+	case errors.Is(err, raysubmit.ErrNotFound):
+	case err != nil:
+		return false, fmt.Errorf("start the notebook: %w", err)
+	case !d.Status.Terminal():
+		return false, nil
+	default:
+		if _, err := st.Ray.Delete(ctx, id); err != nil {
+			return false, fmt.Errorf("start the notebook: delete its ended job: %w", err)
+		}
+	}
+	env := map[string]any{"env_vars": map[string]string{"JUPYTER_TOKEN": s.Token}}
+	if len(st.Pip) > 0 {
+		env["pip"] = st.Pip
+	}
+	_, err = st.Ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: entrypoint(s), SubmissionID: id, RuntimeEnv: env,
+		Metadata: map[string]string{"raystep.dev/kind": "notebook", "raystep.dev/cluster": st.Cluster}})
+	if err != nil {
+		return false, fmt.Errorf("start the notebook: %w", err)
+	}
+	return true, nil
+}
+
+// Await waits until the server answers /api/status with its token at the
+// address base returns, asking every PollInterval, and fails at once with
+// the job's message and the end of its logs when the job ended
+// (ErrJobEnded). base is called before each question: a port-forward that
+// a refused connection ended (the server not listening yet) opens again.
+func (st *Starter) Await(ctx context.Context, base func(context.Context) (string, error), s Server) error {
+	hc := st.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Second}
+	}
+	every := st.PollInterval
+	if every <= 0 {
+		every = time.Second
+	}
+	id := SubmissionID(st.Cluster)
+	for {
+		at, err := base(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for the notebook: %w", err)
+		}
+		code, err := Status(ctx, hc, at, s.Token)
+		if err == nil && code == http.StatusOK {
+			return nil
+		}
+		d, gerr := st.Ray.Get(ctx, id)
+		if gerr != nil {
+			return fmt.Errorf("wait for the notebook: %w", gerr)
+		}
+		if d.Status.Terminal() {
+			msg := d.Message
+			if logs, err := st.Ray.Logs(ctx, id); err == nil && !strings.Contains(msg, "logs") {
+				msg += tail(logs) // Ray puts the end of the logs in the message of a failed entrypoint
+			}
+			return fmt.Errorf("wait for the notebook: %w: job %s %s: %s", ErrJobEnded, id, d.Status, msg)
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("wait for the notebook at %s (job %s %s): %w", at, id, d.Status, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// Launch starts the notebook job of cluster on the dashboard at
+// dashboardURL (with Ray's token rayToken, if any) and waits until it
+// answers on the head's loopback, which is this machine's: the local
+// backend's one call, after it kept s (WriteFile) beside the cluster's
+// record.
+func Launch(ctx context.Context, dashboardURL, rayToken, cluster string, p schemas.NotebookProfile, s Server) error {
+	c, err := raysubmit.New(raysubmit.Config{BaseURL: dashboardURL, Token: rayToken})
+	if err != nil {
+		return err
+	}
+	st := &Starter{Ray: c, Cluster: cluster, Pip: p.Pip}
+	if _, err := st.Start(ctx, s); err != nil {
+		return err
+	}
+	loopback := fmt.Sprintf("http://127.0.0.1:%d", s.Port)
+	return st.Await(ctx, func(context.Context) (string, error) { return loopback, nil }, s)
+}
+
+// Status asks the server at base for /api/status with token (none when
+// empty) and returns the HTTP status code.
+func Status(ctx context.Context, hc *http.Client, base, token string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/api/status", nil)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "token "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// tail is the last lines of a job's logs, for an error.
+func tail(logs string) string {
+	lines := strings.Split(strings.TrimRight(logs, "\n"), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return ""
+	}
+	return "; its log ends:\n  " + strings.Join(lines, "\n  ")
+}
