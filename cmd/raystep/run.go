@@ -168,12 +168,18 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
+	if err := checkReuse(spec, o); err != nil {
+		return runner.Step{}, nil, err
+	}
 	if o.cluster != "" && firstNonEmpty(o.backend, a.cfg.Backend) != "kuberay" {
 		return runner.Step{}, nil, &usageError{errors.New("run --cluster: only the KubeRay backend has interactive clusters in this version: add --backend kuberay")}
 	}
 	step, b, err := a.newBackend(o, spec, profile, step)
-	if err == nil && o.cluster != "" {
+	switch {
+	case err == nil && o.cluster != "":
 		err = a.borrow(cmd.Context(), b, &step, o.cluster)
+	case err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun:
+		err = a.runScoped(cmd.Context(), b, &step, spec, profile)
 	}
 	return step, b, err
 }
