@@ -97,7 +97,9 @@ func (a *app) runScopedLocal(ctx context.Context, b runner.Backend, step *runner
 	if err != nil {
 		return err
 	}
-	name := runner.RunClusterName(step.Dagster.RunID, runner.ClusterHash(spec.Spec.Cluster))
+	// A private head is the same whatever the cluster section asks for (no
+	// pods, no GPUs), so the steps of a run share one whatever theirs say.
+	name := runner.RunClusterName(step.Dagster.RunID, runner.ClusterHash(schemas.Cluster{}))
 	in, token, started, err := c.UpRun(ctx, name, step.Dagster.RunID, spec.Spec.Timeouts.Run)
 	if err != nil {
 		return &runner.InfraError{Phase: runner.PhaseProvision, Err: err}

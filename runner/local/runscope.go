@@ -10,7 +10,8 @@ import (
 )
 
 // Run-scoped clusters on the local backend (spec.cluster.reuse: run): one
-// detached private head per Dagster run and cluster section, an
+// detached private head per Dagster run (a private head ignores the
+// cluster section, so every step of the run shares it), an
 // interactive cluster named like KubeRay's run-scoped RayCluster
 // (runner.RunClusterName) and owned by RunOwner(runID). Up's lock on the
 // state dir makes the steps of a run that arrive together start one head:
