@@ -157,6 +157,7 @@ func buildJobSpec(raw *rawSpec) JobSpec {
 		Cluster: Cluster{
 			RayVersion: r.Cluster.RayVersion,
 			Image:      r.Cluster.Image,
+			Reuse:      Reuse(or(r.Cluster.Reuse, string(ReuseStep))),
 			Head: Head{
 				CPUs:   mustQuantity(r.Cluster.Head.CPUs, defaultHeadCPUs),
 				Memory: mustQuantity(r.Cluster.Head.Memory, defaultHeadMemory),

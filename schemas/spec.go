@@ -29,6 +29,18 @@ const (
 	TeardownNever     Teardown = "never"
 )
 
+// Reuse says which steps share a cluster.
+type Reuse string
+
+// The reuse policies.
+const (
+	// ReuseStep gives each step a cluster of its own (the default).
+	ReuseStep Reuse = "step"
+	// ReuseRun shares one cluster between the steps of one Dagster run
+	// whose cluster sections are identical.
+	ReuseRun Reuse = "run"
+)
+
 // Spec is a loaded, validated and defaulted job spec.
 type Spec struct {
 	// File is the absolute path of the spec file, or StdinName.
@@ -98,6 +110,8 @@ type Cluster struct {
 	Image   string
 	Head    Head
 	Workers []WorkerGroup
+	// Reuse is ReuseStep unless the spec asks for ReuseRun.
+	Reuse Reuse
 }
 
 // Head sizes the head pod.
@@ -170,6 +184,7 @@ type rawSpec struct {
 		Cluster struct {
 			RayVersion string `json:"rayVersion"`
 			Image      string `json:"image"`
+			Reuse      string `json:"reuse"`
 			Head       struct {
 				CPUs   any `json:"cpus"`
 				Memory any `json:"memory"`

@@ -18,8 +18,9 @@ type downOptions struct{ namespace, backend string }
 
 func (a *app) downCommand() *cobra.Command {
 	var o downOptions
+	var run downRunOptions
 	cmd := &cobra.Command{
-		Use:   "down NAME...",
+		Use:   "down NAME... | down --dagster-run-id ID",
 		Short: "Delete interactive clusters and wait until they are gone",
 		Long: `down deletes each interactive cluster named (made by raystep up) and waits
 until it is gone. It looks every name up first and deletes nothing when
@@ -31,9 +32,15 @@ removed. On the KubeRay backend (--backend kuberay) it waits until the
 RayCluster and its pods are gone; a step's cluster or anyone else's
 RayCluster is never touched.`,
 		Example: "  raystep down alice-dev\n  raystep down -n ml-ads alice-dev bob-eval",
-		Args:    cobra.MinimumNArgs(1),
-		RunE:    func(cmd *cobra.Command, names []string) error { return a.down(cmd, o, names) },
+		Args:    func(cmd *cobra.Command, names []string) error { return downArgs(cmd, run, names) },
+		RunE: func(cmd *cobra.Command, names []string) error {
+			if run.runID != "" {
+				return a.downRun(cmd, run, o.namespace)
+			}
+			return a.down(cmd, o, names)
+		},
 	}
+	run.register(cmd)
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's; KubeRay only)")
 	cmd.Flags().StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	return cmd

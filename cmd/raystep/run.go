@@ -173,9 +173,16 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
+	if err := checkReuse(spec, o); err != nil {
+		return runner.Step{}, nil, err
+	}
 	step, b, err := a.newBackend(o, spec, profile, step)
-	if _, ok := b.(*kuberay.Backend); ok && err == nil && o.cluster != "" {
+	_, onKubeRay := b.(*kuberay.Backend)
+	switch {
+	case err == nil && o.cluster != "" && onKubeRay: // the local backend borrowed in newBackend
 		err = a.borrow(cmd.Context(), b, &step, o.cluster)
+	case err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun:
+		err = a.runScoped(cmd.Context(), b, &step, spec, profile)
 	}
 	return step, b, err
 }

@@ -21,6 +21,7 @@ from dagster_raystep.resource import (
     RaystepResource,
     format_overrides,
 )
+from dagster_raystep.sensors import raystep_run_cluster_sensors
 
 __all__ = [
     "DEFAULT_RESOURCE_KEY",
@@ -34,4 +35,5 @@ __all__ = [
     "format_overrides",
     "raystep_asset",
     "raystep_asset_check",
+    "raystep_run_cluster_sensors",
 ]

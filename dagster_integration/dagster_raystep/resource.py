@@ -119,6 +119,14 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
     cwd: str | None = Field(
         default=None, description="Working directory of the raystep process."
     )
+    cluster_reuse: str | None = Field(
+        default=None,
+        description=(
+            "`spec.cluster.reuse` for every step: `run` makes the steps of one Dagster run with "
+            "identical cluster sections share one cluster, which `raystep_run_cluster_sensors` "
+            "remove when the run ends; default the spec's (step)."
+        ),
+    )
     termination_timeout_seconds: float = Field(
         default=120.0,
         description="How long a cancelled run waits for raystep to tear its cluster down.",
@@ -157,7 +165,35 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
             args += ["--namespace", self.namespace]
         if self.profile:
             args += ["--profile", self.profile]
-        return args + format_overrides({**self.overrides, **(overrides or {})})
+        reuse = {"spec.cluster.reuse": self.cluster_reuse} if self.cluster_reuse else {}
+        return args + format_overrides({**reuse, **self.overrides, **(overrides or {})})
+
+    def down_run_command(self, run_id: str) -> list[str]:
+        """Return the `raystep down --dagster-run-id` command removing run_id's run-scoped clusters."""
+        args = [self.resolve_binary(), "down", "--dagster-run-id", run_id]
+        if self.namespace:
+            args += ["--namespace", self.namespace]
+        if self.profile:
+            args += ["--profile", self.profile]
+        return args
+
+    def down_run(self, run_id: str) -> str:
+        """Delete the run-scoped clusters of run_id and return raystep's report of it."""
+        env = {**os.environ, **self.environment()}
+        if self.backend:
+            env["RAYSTEP_BACKEND"] = self.backend
+        done = subprocess.run(
+            self.down_run_command(run_id),
+            cwd=self.cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            msg = f"raystep down --dagster-run-id {run_id} exited with code {done.returncode}: {done.stderr.strip()}"
+            raise dg.Failure(description=msg)
+        return done.stdout
 
     def environment(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """Return the environment raystep gets on top of Dagster's own."""

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 import dagster as dg
 import pyarrow.parquet as pq
 import pytest
+
 from dagster_raystep import EXIT_CODES, RaystepResource
 
 MODEL_NODE = "ads_ranking_model"

@@ -16,8 +16,9 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
-import dagster_raystep
 import pytest
+
+import dagster_raystep
 from dagster_raystep import (
     EXIT_CODES,
     RaystepError,

@@ -23,6 +23,7 @@ from dagster_raystep import (
     RaystepResource,
     raystep_asset,
     raystep_asset_check,
+    raystep_run_cluster_sensors,
 )
 
 EXAMPLES = Path(__file__).resolve().parent.parent
@@ -81,5 +82,8 @@ defs = dg.Definitions(
     asset_checks=[ads_ranking_model_auc],
     jobs=[ads_ranking_daily],
     schedules=[ads_ranking_daily_schedule],
+    sensors=raystep_run_cluster_sensors(
+        raystep_resource(), monitored_jobs=[ads_ranking_daily]
+    ),
     resources={"raystep": raystep_resource()},
 )

@@ -44,12 +44,18 @@ var ErrNotInteractive = errors.New("not a raystep interactive cluster")
 // Ray's token authentication it reads its token from the Secret
 // AuthSecretName(name), which Up creates.
 func BuildCluster(spec *schemas.Spec, profile *schemas.Profile, namespace string, expires time.Time) (*rayv1.RayCluster, error) {
+	return buildCluster(spec, profile, namespace, expires, map[string]string{LabelKind: KindInteractive})
+}
+
+// buildCluster is BuildCluster with own, raystep's labels that win over
+// the rest (raystep.dev/kind among them), on the RayCluster and its pods.
+func buildCluster(spec *schemas.Spec, profile *schemas.Profile, namespace string, expires time.Time, own map[string]string) (*rayv1.RayCluster, error) {
 	if spec == nil || profile == nil {
 		return nil, fmt.Errorf("build RayCluster: spec and profile are required")
 	}
 	name := spec.Metadata.Name
 	podLabels := podLabels(spec)
-	podLabels[LabelKind] = KindInteractive
+	maps.Copy(podLabels, own)
 	cs, err := clusterSpec(spec, profile, podLabels, AuthSecretName(name))
 	if err != nil {
 		return nil, fmt.Errorf("build RayCluster %s: %w", name, err)
@@ -188,9 +194,11 @@ func (i *Interactive) Find(ctx context.Context, ns, name string) (*rayv1.RayClus
 		ns, name, ErrNotInteractive, LabelManagedBy, ManagedByRaystep)
 }
 
-// IsInteractive reports whether rc is a raystep interactive cluster.
+// IsInteractive reports whether rc is a raystep interactive cluster: one
+// of `raystep up` or a run-scoped one (KindRun), which outlive a step.
 func IsInteractive(rc *rayv1.RayCluster) bool {
-	return rc.Labels[LabelManagedBy] == ManagedByRaystep && rc.Labels[LabelKind] == KindInteractive
+	k := rc.Labels[LabelKind]
+	return rc.Labels[LabelManagedBy] == ManagedByRaystep && (k == KindInteractive || k == KindRun)
 }
 
 // AwaitReady waits by watch until KubeRay says every pod of rc runs, and

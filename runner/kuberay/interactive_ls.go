@@ -9,15 +9,15 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // ListClusters returns raystep's interactive RayClusters (labels
-// app.kubernetes.io/managed-by=raystep and raystep.dev/kind=interactive;
+// app.kubernetes.io/managed-by=raystep and raystep.dev/kind=interactive,
+// or run for run-scoped ones;
 // the RayClusters of steps' RayJobs are not among them) in namespace, or
 // in every namespace when it is empty, sorted by namespace and name.
 func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayCluster, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep, LabelKind: KindInteractive}).String()
+	sel := LabelManagedBy + "=" + ManagedByRaystep + "," + LabelKind + " in (" + KindInteractive + "," + KindRun + ")"
 	list, err := ray.RayV1().RayClusters(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list raystep interactive RayClusters in %s: %w", where(namespace), err)
@@ -32,7 +32,7 @@ func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string
 // SummarizeCluster describes the interactive cluster rc for `raystep ls`.
 func SummarizeCluster(rc *rayv1.RayCluster) Summary {
 	s := Summary{
-		Namespace: rc.Namespace, Name: rc.Name, ClusterKind: KindInteractive,
+		Namespace: rc.Namespace, Name: rc.Name, ClusterKind: rc.Labels[LabelKind],
 		Owner: rc.Labels[LabelOwner], Kind: rc.Labels[LabelKind], GPUs: rc.Annotations[AnnotationGPUs],
 		Deployment: string(rc.Status.State), Created: rc.CreationTimestamp.UTC(),
 		Dashboard: ClusterDashboardURL(rc), RayCluster: rc.Name, Reason: rc.Status.Reason,

@@ -1,0 +1,94 @@
+"""The example's daily job with `cluster_reuse="run"` on the local backend: one private head.
+
+Its three steps (model, AUC check, predictions) share one detached private head, recorded in the
+test's state dir; the run-status sensor, evaluated through Dagster's sensor testing API on the
+run's success event, stops it. Without reuse each step has a head of its own and none is left.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import ModuleType
+
+import dagster as dg
+import pytest
+
+from dagster_raystep import RaystepResource, raystep_run_cluster_sensors
+from tests.test_ads_ranking import example_overrides
+
+
+def _records(state: Path) -> list[dict]:
+    clusters = state / "raystep" / "clusters"
+    return (
+        [json.loads(p.read_text()) for p in sorted(clusters.glob("*.json"))]
+        if clusters.is_dir()
+        else []
+    )
+
+
+@pytest.mark.parametrize("reuse", ["run", "step"])
+def test_daily_job_shares_one_head_per_run(
+    example: ModuleType,
+    raystep_bin: Path,
+    ray_path: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reuse: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    state = tmp_path / "state"
+    raystep = RaystepResource(
+        binary=str(raystep_bin),
+        backend="local",
+        cluster_reuse=reuse,
+        overrides=example_overrides(tmp_path),
+        env={"PATH": ray_path, "XDG_STATE_HOME": str(state)},
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    run_ids: list[str] = []
+    request.addfinalizer(lambda: [raystep.down_run(r) for r in run_ids])
+    started = time.monotonic()
+    result = dg.materialize(
+        [
+            example.ads_ranking_model,
+            example.ads_ranking_model_auc,
+            example.ads_ranking_predictions,
+        ],
+        instance=instance,
+        resources={"raystep": raystep},
+    )
+    wall = time.monotonic() - started
+    run_ids.append(result.run_id)
+    print(
+        f"reuse={reuse} local: wall {wall:.1f}s, heads left after the run: {len(_records(state))}"
+    )
+    assert result.success
+    assert len(result.get_asset_check_evaluations()) == 1
+    records = _records(state)
+    if reuse == "step":
+        assert records == []
+        return
+    assert [r["owner"] for r in records] == [f"dagster-run:{result.run_id}"], records
+    assert records[0]["name"].startswith("run-")
+
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    (success,) = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS
+    ).records
+    sensor = next(
+        s
+        for s in raystep_run_cluster_sensors(raystep)
+        if s.name == "raystep_run_cluster_success"
+    )
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=success.event_log_entry.dagster_event,
+    )
+    sensor(context)
+    assert _records(state) == [], "the sensor stopped the run's head"
