@@ -44,6 +44,12 @@ raystep up --notebook --name NAME, which starts one on the live cluster.`,
 
 // notebook prints the notebook's URL and holds its port-forward.
 func (a *app) notebook(cmd *cobra.Command, o reachOptions, name string) error {
+	if local, err := a.reachLocal(cmd, "notebook", o, name); local || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.notebookLocal(cmd.Context(), name)
+	}
 	r, err := a.findReached(cmd, "notebook", o, name)
 	if err != nil {
 		return err
