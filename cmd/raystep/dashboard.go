@@ -28,7 +28,9 @@ func (a *app) dashboardCommand() *cobra.Command {
 interactive cluster NAME (made by raystep up), prints its URL on stdout
 and holds the forward until Ctrl-C or SIGTERM, then closes it and exits 0.
 With RAYSTEP_DASHBOARD_URL set, or when raystep runs in the cluster, it
-prints the dashboard's address and returns: there is nothing to forward.`,
+prints the dashboard's address and returns: there is nothing to forward.
+On the local backend (the default) it prints the head's dashboard and
+where its token is, and returns.`,
 		Example: "  raystep dashboard alice-dev\n  raystep dashboard -n ml-ads alice-dev --port 8265",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return a.dashboard(cmd, o, args[0]) },
