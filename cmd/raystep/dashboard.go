@@ -28,7 +28,9 @@ func (a *app) dashboardCommand() *cobra.Command {
 interactive cluster NAME (made by raystep up), prints its URL on stdout
 and holds the forward until Ctrl-C or SIGTERM, then closes it and exits 0.
 With RAYSTEP_DASHBOARD_URL set, or when raystep runs in the cluster, it
-prints the dashboard's address and returns: there is nothing to forward.`,
+prints the dashboard's address and returns: there is nothing to forward.
+On the local backend (the default) it prints the head's dashboard and
+where its token is, and returns.`,
 		Example: "  raystep dashboard alice-dev\n  raystep dashboard -n ml-ads alice-dev --port 8265",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return a.dashboard(cmd, o, args[0]) },
@@ -41,7 +43,7 @@ prints the dashboard's address and returns: there is nothing to forward.`,
 func reachFlags(cmd *cobra.Command, o *reachOptions) {
 	f := cmd.Flags()
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
-	f.StringVar(&o.backend, "backend", "", "kuberay (default $RAYSTEP_BACKEND)")
+	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.Uint16Var(&o.port, "port", 0, "local port of the forward (default a free one)")
 }
 
@@ -60,10 +62,8 @@ func (a *app) findReached(cmd *cobra.Command, what string, o reachOptions, name 
 	}
 	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
 	case "kuberay":
-	case "local":
-		return nil, &usageError{fmt.Errorf("%s: the local backend prints its dashboard and notebook at up in this version: use --backend kuberay", what)}
 	default:
-		return nil, &usageError{fmt.Errorf("--backend %q: want kuberay", b)}
+		return nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
 	}
 	profile, err := a.profile(cmd)
 	if err != nil {
@@ -85,6 +85,12 @@ func (a *app) findReached(cmd *cobra.Command, what string, o reachOptions, name 
 
 // dashboard prints the dashboard's URL and holds its port-forward.
 func (a *app) dashboard(cmd *cobra.Command, o reachOptions, name string) error {
+	if local, err := a.reachLocal(cmd, "dashboard", o, name); local || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.dashboardLocal(name)
+	}
 	r, err := a.findReached(cmd, "dashboard", o, name)
 	if err != nil {
 		return err
@@ -138,4 +144,21 @@ func dashboardPortOf(rc *rayv1.RayCluster) uint16 {
 		return uint16(p)
 	}
 	return 8265
+}
+
+// reachLocal reports whether dashboard or notebook is on the local
+// backend, after checking the name and the flags that only KubeRay has.
+func (a *app) reachLocal(cmd *cobra.Command, what string, o reachOptions, name string) (bool, error) {
+	if firstNonEmpty(o.backend, a.cfg.Backend) != "local" {
+		return false, nil
+	}
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return true, &usageError{fmt.Errorf("%s: %q is not a cluster name: %s", what, name, strings.Join(msgs, "; "))}
+	}
+	for _, f := range []string{"namespace", "port"} {
+		if cmd.Flags().Changed(f) {
+			return true, &usageError{fmt.Errorf("%s: --%s is for the KubeRay backend: a local cluster listens on this machine already", what, f)}
+		}
+	}
+	return true, nil
 }

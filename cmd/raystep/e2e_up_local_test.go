@@ -69,10 +69,11 @@ type localRecord struct {
 	TempDir       string    `json:"tempDir"`
 }
 
-// raystep runs the built binary to its end, at most 5 minutes.
+// raystep runs the built binary to its end, at most 5 minutes (also from
+// a cleanup, when t.Context is done already).
 func (e localEnv) raystep(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env, cmd.Dir = e.env(), t.TempDir()

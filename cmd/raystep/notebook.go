@@ -33,7 +33,10 @@ server listens on the head's loopback only: the port-forward (which needs
 the pods/portforward permission) and its token are the way in.
 
 A cluster brought up without --notebook has none (exit 2): run
-raystep up --notebook --name NAME, which starts one on the live cluster.`,
+raystep up --notebook --name NAME, which starts one on the live cluster.
+
+On the local backend (the default) the server listens on this machine's
+loopback already: notebook prints its URL with its token and returns.`,
 		Example: "  raystep notebook alice-dev\n  raystep notebook -n ml-ads alice-dev --port 8888",
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return a.notebook(cmd, o, args[0]) },
@@ -44,6 +47,12 @@ raystep up --notebook --name NAME, which starts one on the live cluster.`,
 
 // notebook prints the notebook's URL and holds its port-forward.
 func (a *app) notebook(cmd *cobra.Command, o reachOptions, name string) error {
+	if local, err := a.reachLocal(cmd, "notebook", o, name); local || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.notebookLocal(cmd.Context(), name)
+	}
 	r, err := a.findReached(cmd, "notebook", o, name)
 	if err != nil {
 		return err

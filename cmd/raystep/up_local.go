@@ -77,7 +77,10 @@ func (a *app) upLocal(cmd *cobra.Command, o upOptions) error {
 		return err
 	}
 	a.printLocalUp(in, ttl)
-	return nil
+	if !o.notebook {
+		return nil
+	}
+	return a.upNotebookLocal(ctx, in, profile)
 }
 
 // announceLocalUp says on stderr what up is about to do with the cluster
