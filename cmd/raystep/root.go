@@ -92,7 +92,7 @@ logs and metrics to Dagster and tears the cluster down.`,
 	a.addKubeFlags(root)
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand(),
 		a.lsCommand(), a.gcCommand(), a.upCommand(), a.downCommand(),
-		a.dashboardCommand(), a.notebookCommand())
+		a.dashboardCommand(), a.notebookCommand(), a.uiCommand())
 	return root
 }
 
