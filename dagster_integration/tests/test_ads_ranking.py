@@ -15,7 +15,6 @@ from urllib.parse import urlparse
 import dagster as dg
 import pyarrow.parquet as pq
 import pytest
-
 from dagster_raystep import EXIT_CODES, RaystepResource
 
 MODEL_NODE = "ads_ranking_model"

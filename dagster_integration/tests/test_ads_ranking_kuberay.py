@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 import dagster as dg
 import pyarrow.parquet as pq
 import pytest
+from dagster_raystep import RaystepResource
 from test_ads_ranking import (
     MODEL_NODE,
     PREDICTIONS_NODE,
@@ -35,8 +36,6 @@ from test_ads_ranking import (
     _text,
     example_overrides,
 )
-
-from dagster_raystep import RaystepResource
 
 # Cold, the sandbox may first build the Kubernetes binaries (test/k8s/build.sh): minutes on 2 cores.
 READY_TIMEOUT_S = 1200.0

@@ -16,9 +16,8 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
-import pytest
-
 import dagster_raystep
+import pytest
 from dagster_raystep import (
     EXIT_CODES,
     RaystepError,
