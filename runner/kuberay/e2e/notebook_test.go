@@ -200,7 +200,7 @@ func TestReachUsage(t *testing.T) {
 		{"notebook without a name", []string{"notebook"}, "accepts 1 arg"},
 		{"dashboard with two names", []string{"dashboard", "a", "b"}, "accepts 1 arg"},
 		{"not a cluster name", []string{"notebook", "Not_A_Name"}, "is not a cluster name"},
-		{"unknown backend", []string{"dashboard", "--backend", "slurm", "x"}, "want kuberay"},
+		{"unknown backend", []string{"dashboard", "--backend", "slurm", "x"}, "want local or kuberay"},
 		{"no such cluster", []string{"notebook", "-n", ns, "nosuch"}, "no RayCluster of that name"},
 		{"no such cluster's dashboard", []string{"dashboard", "-n", ns, "nosuch"}, "no RayCluster of that name"},
 	} {
