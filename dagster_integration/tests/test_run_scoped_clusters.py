@@ -15,7 +15,7 @@ from types import ModuleType
 import dagster as dg
 import pytest
 from dagster_raystep import RaystepResource, raystep_run_cluster_sensors
-from tests.test_ads_ranking import example_overrides
+from test_ads_ranking import example_overrides
 
 
 def _records(state: Path) -> list[dict]:
