@@ -17,8 +17,7 @@ import (
 // the RayClusters of steps' RayJobs are not among them) in namespace, or
 // in every namespace when it is empty, sorted by namespace and name.
 func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayCluster, error) {
-	sel := LabelManagedBy + "=" + ManagedByRaystep + "," + LabelKind + " in (" + KindInteractive + "," + KindRun + ")"
-	list, err := ray.RayV1().RayClusters(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := ray.RayV1().RayClusters(namespace).List(ctx, metav1.ListOptions{LabelSelector: ClusterSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list raystep interactive RayClusters in %s: %w", where(namespace), err)
 	}
@@ -28,6 +27,10 @@ func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string
 	})
 	return clusters, nil
 }
+
+// ClusterSelector selects raystep's own RayClusters, interactive and
+// run-scoped (IsInteractive), as ls and the ui list them.
+const ClusterSelector = LabelManagedBy + "=" + ManagedByRaystep + "," + LabelKind + " in (" + KindInteractive + "," + KindRun + ")"
 
 // SummarizeCluster describes the interactive cluster rc for `raystep ls`.
 func SummarizeCluster(rc *rayv1.RayCluster) Summary {

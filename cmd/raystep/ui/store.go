@@ -137,9 +137,9 @@ func (s *Store) Subscribe() (snapshot []*Record, changes <-chan Change, cancel f
 // done, and returns once both caches have synced.
 func (s *Store) Watch(ctx context.Context, ray rayclient.Interface, namespace string) error {
 	jobs := labels.SelectorFromSet(labels.Set{kuberay.LabelManagedBy: kuberay.ManagedByRaystep}).String()
-	clusters := labels.SelectorFromSet(labels.Set{kuberay.LabelManagedBy: kuberay.ManagedByRaystep, kuberay.LabelKind: kuberay.KindInteractive}).String()
+	clusters := kuberay.ClusterSelector // interactive and run-scoped
 	informers := []cache.SharedIndexInformer{
-		s.informer(&rayv1.RayJob{}, kuberay.ClusterKindStep, &cache.ListWatch{
+		s.informer(&rayv1.RayJob{}, &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.LabelSelector = jobs
 				return ray.RayV1().RayJobs(namespace).List(ctx, o)
@@ -149,7 +149,7 @@ func (s *Store) Watch(ctx context.Context, ray rayclient.Interface, namespace st
 				return ray.RayV1().RayJobs(namespace).Watch(ctx, o)
 			},
 		}),
-		s.informer(&rayv1.RayCluster{}, kuberay.KindInteractive, &cache.ListWatch{
+		s.informer(&rayv1.RayCluster{}, &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.LabelSelector = clusters
 				return ray.RayV1().RayClusters(namespace).List(ctx, o)
@@ -173,7 +173,7 @@ func (s *Store) Watch(ctx context.Context, ray rayclient.Interface, namespace st
 
 // informer builds an informer whose events keep s's records of one
 // cluster kind.
-func (s *Store) informer(example runtime.Object, clusterKind string, lw cache.ListerWatcher) cache.SharedIndexInformer {
+func (s *Store) informer(example runtime.Object, lw cache.ListerWatcher) cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 	put := func(obj any) {
 		if r := record(obj); r != nil {
@@ -184,8 +184,11 @@ func (s *Store) informer(example runtime.Object, clusterKind string, lw cache.Li
 		AddFunc:    put,
 		UpdateFunc: func(_, obj any) { put(obj) },
 		DeleteFunc: func(obj any) {
-			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				s.Remove(clusterKind + "/" + key)
+			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = gone.Obj
+			}
+			if r := record(obj); r != nil {
+				s.Remove(r.Key()) // the key Put gave it: a run cluster's kind is run
 			}
 		},
 	})
