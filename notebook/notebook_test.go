@@ -64,7 +64,7 @@ func TestLaunchOnRealHead(t *testing.T) {
 			}{
 				{"with the token", s.Token, http.StatusOK},
 				{"without a token", "", http.StatusForbidden},
-				{"with another token", "0" + s.Token[1:], http.StatusForbidden},
+				{"with another token", otherToken(s.Token), http.StatusForbidden},
 			} {
 				got, err := notebook.Status(ctx, hc, "http://127.0.0.1:"+itoa(s.Port), tc.token)
 				if err != nil {
@@ -81,6 +81,16 @@ func TestLaunchOnRealHead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherToken returns a token of the same length and alphabet that differs
+// from tok in its first character.
+func otherToken(tok string) string {
+	first := "0"
+	if tok[0] == '0' {
+		first = "1"
+	}
+	return first + tok[1:]
 }
 
 // TestAwaitFailsWhenTheJobEnds: a notebook that cannot start (its port is

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // A private head is reachable from this machine only, and asks for a token.
@@ -77,10 +79,27 @@ func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
 		// RAY_AUTH_TOKEN would win over the path; empty, Ray skips it.
 		extra = append(extra, "RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN=", "RAY_AUTH_TOKEN_PATH="+path)
 	}
+	// Ray gives its dashboard a fixed 60 s to come up and then exits with
+	// "Failed to start the dashboard"; a busy machine needs longer, and
+	// waitReady already bounds the wait, so Ray's own bound follows ours
+	// unless the user set one.
+	if _, set := os.LookupEnv(dashboardStartupEnv); !set {
+		extra = append(extra, dashboardStartupEnv+"="+strconv.Itoa(dashboardStartupSeconds(opts.readyTimeout())))
+	}
 	// exec.Cmd uses the last value of a repeated key, so these win over
 	// headEnv's defaults and the inherited environment.
 	extra = append(extra, headMark+"="+h.tempDir)
 	return Env(rayBin, h.host, append(extra, opts.Env...)...), nil
+}
+
+// dashboardStartupEnv is the variable that bounds how long `ray start`
+// waits for its dashboard process to register (Ray's default: 60 s).
+const dashboardStartupEnv = "RAY_DASHBOARD_STARTUP_TIMEOUT_S"
+
+// dashboardStartupSeconds is Ray's bound for a head raystep waits ready
+// for: whole seconds, rounded up, so Ray never gives up before raystep does.
+func dashboardStartupSeconds(ready time.Duration) int {
+	return int((ready + time.Second - 1) / time.Second)
 }
 
 // writeToken writes a fresh random token to dir/auth_token, readable by

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func waitForLog(ctx context.Context, t *testing.T, path, want string) {
 // startDetached starts a detached fake head, gives it a record that
 // expires ttl after it is ready (rounded up to a second), detaches it and
 // kills all of it at the end of the test.
-func startDetached(ctx context.Context, t *testing.T, ttl time.Duration) (h *Head, record, log string, pids []int, expires time.Time) {
+func startDetached(ctx context.Context, t *testing.T, ttl time.Duration) (h *Head, record, log string, pids []proc, expires time.Time) {
 	t.Helper()
 	rayBin, dir := fakeray.New(t)
 	state := t.TempDir()
@@ -60,10 +59,10 @@ func startDetached(ctx context.Context, t *testing.T, ttl time.Duration) (h *Hea
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	pids = append(readPids(t, dir), h.Pid(), h.KeeperPid())
+	pids = append(readPids(t, dir), procsOf(h.Pid(), h.KeeperPid())...)
 	t.Cleanup(func() {
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, p := range pids {
+			p.kill()
 		}
 	})
 	expires = time.Now().Add(ttl).Truncate(time.Second).Add(time.Second)
@@ -119,9 +118,9 @@ func TestDetachedKeeperFollowsItsRecord(t *testing.T) {
 	if err := h.keeper.result(); err != nil {
 		t.Errorf("the keeper reported: %v", err)
 	}
-	for _, pid := range pids {
-		if running(pid) {
-			t.Errorf("process %d of the head still runs", pid)
+	for _, p := range pids {
+		if p.running() {
+			t.Errorf("process %d of the head still runs", p.pid)
 		}
 	}
 	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
@@ -150,9 +149,9 @@ func TestDetachedStopKnowsOnlyThePidAndTempDir(t *testing.T) {
 	if err := d.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	for _, pid := range pids {
-		if running(pid) {
-			t.Errorf("process %d of the head still runs", pid)
+	for _, p := range pids {
+		if p.running() {
+			t.Errorf("process %d of the head still runs", p.pid)
 		}
 	}
 	if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -52,5 +53,51 @@ func TestHeadEnvPutsRaysInterpreterFirstOnPath(t *testing.T) {
 				t.Errorf("RAY_ADDRESS leaked into a private head's environment")
 			}
 		})
+	}
+}
+
+// A busy machine starts Ray's dashboard in more than Ray's own 60 s; the
+// head's environment lets Ray wait as long as raystep does, unless the user
+// chose a bound.
+func TestStartEnvLetsRayWaitForItsDashboardAsLongAsRaystep(t *testing.T) {
+	rayBin := filepath.Join(t.TempDir(), "ray")
+	if err := os.WriteFile(rayBin, []byte("#!/usr/bin/python3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	envOf := func(opts Options) string {
+		t.Helper()
+		h := &Head{host: "127.0.0.1", tempDir: t.TempDir()}
+		env, err := h.startEnv(rayBin, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, found := "", false
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, dashboardStartupEnv+"="); ok {
+				got, found = v, true // the last value is the one exec uses
+			}
+		}
+		if !found {
+			return "(unset)"
+		}
+		return got
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"default ready timeout", Options{}, "240"},
+		{"ready timeout rounded up to whole seconds", Options{ReadyTimeout: 4200 * time.Millisecond}, "5"},
+		{"Options.Env wins", Options{Env: []string{dashboardStartupEnv + "=7"}}, "7"},
+	}
+	for _, tt := range tests {
+		if got := envOf(tt.opts); got != tt.want {
+			t.Errorf("%s: %s = %s, want %s", tt.name, dashboardStartupEnv, got, tt.want)
+		}
+	}
+	t.Setenv(dashboardStartupEnv, "300")
+	if got := envOf(Options{}); got != "300" {
+		t.Errorf("with %s=300 in raystep's environment, the head gets %s, want 300", dashboardStartupEnv, got)
 	}
 }

@@ -65,7 +65,7 @@ type Options struct {
 	// know: that a head that did not start is started again, and why.
 	// Without it such warnings go to Logger.
 	Warn func(msg string)
-	// ReadyTimeout bounds the wait for the dashboard; 0 means 2 minutes.
+	// ReadyTimeout bounds the wait for the dashboard; 0 means 4 minutes (a busy machine starts a head slowly).
 	ReadyTimeout time.Duration
 	// StopTimeout is how long the head's processes get after SIGTERM before
 	// they are SIGKILLed; 0 means 15s.
@@ -135,7 +135,8 @@ func (h *Head) Output() string { return h.out.String() }
 // stops what it started. A head that dies because another process took
 // one of its ports meanwhile, or because its raylet did not register with
 // the GCS within Ray's fixed 30 s (a busy machine), is started again, twice
-// at most.
+// at most. Heads take turns to start (StartSlots at once on a machine);
+// the wait for a turn is bounded by ctx, not by ReadyTimeout.
 func Start(ctx context.Context, opts Options) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
@@ -145,12 +146,20 @@ func Start(ctx context.Context, opts Options) (*Head, error) {
 		sweepStale(opts.root(), opts.Logger)
 	}
 	for attempt := 1; ; attempt++ {
-		h, err := startHead(ctx, rayBin, opts)
+		h, err := startHeadInTurn(ctx, rayBin, opts)
 		if err == nil || !errors.Is(err, errRetryable) || attempt == 3 {
 			return h, err
 		}
 		opts.warn(fmt.Sprintf("ray head did not start (attempt %d of 3); starting it again: %v", attempt, err))
 	}
+}
+
+// readyTimeout is ReadyTimeout, or 4 minutes when it is 0.
+func (o Options) readyTimeout() time.Duration {
+	if o.ReadyTimeout == 0 {
+		return 4 * time.Minute
+	}
+	return o.ReadyTimeout
 }
 
 // warn tells Warn, else Logger, about msg.
@@ -190,6 +199,19 @@ const startedMark = "Ray runtime started."
 func retryableStart(out string) bool {
 	return strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") ||
 		strings.Contains(out, "timed out during startup")
+}
+
+// startHeadInTurn is startHead once one of StartSlots is free.
+func startHeadInTurn(ctx context.Context, rayBin string, opts Options) (*Head, error) {
+	release, waited, err := takeStartSlot(ctx, opts.root(), StartSlots())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if waited && opts.Logger != nil {
+		opts.Logger.Info("ray head starts after another one on this machine finished starting")
+	}
+	return startHead(ctx, rayBin, opts)
 }
 
 func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) {
@@ -244,11 +266,7 @@ func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) 
 		h.removeTempDir()
 		return nil, err
 	}
-	ready := opts.ReadyTimeout
-	if ready == 0 {
-		ready = 2 * time.Minute
-	}
-	if err := h.waitReady(ctx, ready); err != nil {
+	if err := h.waitReady(ctx, opts.readyTimeout()); err != nil {
 		stopErr := h.Stop(context.WithoutCancel(ctx))
 		return nil, errors.Join(err, stopErr)
 	}

@@ -15,8 +15,57 @@ import (
 	"github.com/raystep/raystep/test/fakeray"
 )
 
-// readPids reads the pids the fake head recorded (fakeray).
-func readPids(t *testing.T, dir string) []int {
+// proc is a process as the tests know it: its pid and when it started,
+// so that a pid the kernel has given to another process meanwhile (pid_max
+// is 32768 on some machines, and Ray makes many) is not taken for it, nor
+// killed at cleanup.
+type proc struct {
+	pid   int
+	start string
+}
+
+// procOf identifies the process pid now.
+func procOf(pid int) proc { return proc{pid: pid, start: procStat(pid)[19]} }
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state first, start time at index 19), padded to 20 when unreadable.
+func procStat(pid int) []string {
+	fields := make([]string, 20)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return fields
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+		copy(fields, strings.Fields(string(b[i+1:])))
+	}
+	return fields
+}
+
+// running reports whether p has not exited (a zombie has: only its
+// parent's wait is missing).
+func (p proc) running() bool {
+	f := procStat(p.pid)
+	return f[0] != "" && f[0] != "Z" && f[19] == p.start
+}
+
+// kill SIGKILLs p if it still runs.
+func (p proc) kill() {
+	if p.running() {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// procsOf identifies the processes pids now.
+func procsOf(pids ...int) []proc {
+	out := make([]proc, len(pids))
+	for i, pid := range pids {
+		out[i] = procOf(pid)
+	}
+	return out
+}
+
+// readPids reads the processes the fake head recorded (fakeray).
+func readPids(t *testing.T, dir string) []proc {
 	t.Helper()
 	var pids []int
 	for _, name := range []string{"session.pid", "orphan.pid"} {
@@ -30,18 +79,7 @@ func readPids(t *testing.T, dir string) []int {
 		}
 		pids = append(pids, pid)
 	}
-	return pids
-}
-
-// running reports whether pid is a process that has not exited (a zombie
-// has: only its parent's wait is missing).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+	return procsOf(pids...)
 }
 
 // TestKeeperKillsEveryProcessOfTheHead ends a head in each way raystep's
@@ -83,18 +121,18 @@ func TestKeeperKillsEveryProcessOfTheHead(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			pids := append(readPids(t, dir), h.Pid(), h.keeper.pid)
+			pids := append(readPids(t, dir), procsOf(h.Pid(), h.keeper.pid)...)
 			t.Cleanup(func() {
-				for _, pid := range pids {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
+				for _, p := range pids {
+					p.kill()
 				}
 			})
 			if err := tt.end(t, h); err != nil {
 				t.Errorf("the keeper reported: %v", err)
 			}
-			for _, pid := range pids {
-				if running(pid) {
-					t.Errorf("process %d of the head still runs", pid)
+			for _, p := range pids {
+				if p.running() {
+					t.Errorf("process %d of the head still runs", p.pid)
 				}
 			}
 			if _, err := os.Stat(h.TempDir()); !errors.Is(err, os.ErrNotExist) {
@@ -118,10 +156,10 @@ func TestStopReportsAKilledKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	pids := append(readPids(t, dir), h.Pid())
+	pids := append(readPids(t, dir), procOf(h.Pid()))
 	t.Cleanup(func() {
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, p := range pids {
+			p.kill()
 		}
 		_ = os.RemoveAll(h.TempDir())
 	})

@@ -179,6 +179,8 @@ func TestCheckRetry(t *testing.T) {
 		{name: "500 traceback", ctx: context.Background(), resp: resp(500, "Traceback ..."), want: false},
 		{name: "500 duplicate", ctx: context.Background(), resp: resp(500, "Please use a different submission_id."), want: false},
 		{name: "500 no agent yet", ctx: context.Background(), resp: resp(500, "No available agent to submit job, please try again later."), want: true},
+		{name: "500 agent hung up", ctx: context.Background(), resp: resp(500, agentHungUp), want: true},
+		{name: "500 agent refused", ctx: context.Background(), resp: resp(500, "Traceback (most recent call last):\naiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 10.0.0.7:52365"), want: true},
 		{name: "501", ctx: context.Background(), resp: resp(501, ""), want: false},
 		{name: "502", ctx: context.Background(), resp: resp(502, ""), want: true},
 		{name: "503", ctx: context.Background(), resp: resp(503, ""), want: true},

@@ -56,7 +56,11 @@ func scripted(t *testing.T, replies ...reply) (*httptest.Server, *atomic.Int32) 
 }
 
 const (
-	accepted  = `{"job_id":"02000000","submission_id":"train-1"}`
+	accepted = `{"job_id":"02000000","submission_id":"train-1"}`
+	// agentHungUp is the head's 500 when the job agent closed the connection
+	// it forwarded a request on, as Ray 2.60 words it.
+	agentHungUp = "Traceback (most recent call last):\n  File \"ray/dashboard/modules/job/job_head.py\", line 419, in submit_job\n" +
+		"aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected\n"
 	duplicate = "Traceback (most recent call last):\nValueError: Job with submission_id train-1 already exists. " +
 		"Please use a different submission_id.\n"
 )
@@ -80,6 +84,12 @@ func TestSubmitRetryPolicy(t *testing.T) {
 		{name: "no job agent yet, then accepted", attempts: 2,
 			replies: []reply{answer(500, "No available agent to submit job, please try again later."), answer(200, accepted)}},
 		{name: "connection reset, then accepted", attempts: 2, replies: []reply{drop, answer(200, accepted)}},
+		{name: "agent hung up, then accepted", attempts: 2, replies: []reply{answer(500, agentHungUp), answer(200, accepted)}},
+		// The agent may have started the job before it hung up: the retry
+		// then meets it, and the step attaches.
+		{name: "agent hung up after acting, then the id is taken", attempts: 2,
+			replies: []reply{answer(500, agentHungUp), answer(500, duplicate)},
+			wantErr: raysubmit.ErrAlreadySubmitted, wantMsg: "submit job train-1: POST /api/jobs/: submission id already used"},
 		{name: "400 is Ray's answer", attempts: 1,
 			replies: []reply{answer(400, "Traceback (most recent call last):\nTypeError: bad entrypoint_num_cpus\n")},
 			wantMsg: "submit job train-1: POST /api/jobs/: HTTP 400: Traceback (most recent call last):\nTypeError: bad entrypoint_num_cpus"},

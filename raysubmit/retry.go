@@ -16,9 +16,12 @@ import (
 // CheckRetry is the Client's retry policy (a retryablehttp.CheckRetry). It
 // stops when ctx is done; retries connection errors except certificate
 // failures; retries 429, 502, 503 and 504 (retryablehttp.DefaultBackoff
-// honours Retry-After on 429 and 503); retries a 500 only when Ray says no
-// job agent was available, which means the request was not acted on. Other
-// statuses are answers, not failures.
+// honours Retry-After on 429 and 503); retries a 500 only when the head
+// says it could not talk to a job agent: no agent was available (the request
+// was not acted on), or the head's connection to the agent broke (it may
+// have been: a repeated submit then meets its own first attempt and is
+// refused as a duplicate, which callers treat as attaching). Other statuses
+// are answers, not failures.
 func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
@@ -33,9 +36,21 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return true, nil
 	}
 	if resp.StatusCode == http.StatusInternalServerError {
-		return bodyContains(resp, "No available agent to submit job"), nil
+		return bodyContains(resp, agentUnreachable...), nil
 	}
 	return false, nil
+}
+
+// agentUnreachable are what the head's 500 says when it did not get an
+// answer from the job agent it forwards a request to: Ray's own message
+// when none was ready, or the traceback of the aiohttp client error it met
+// (the agent closed the connection, refused it, or reset it; seen on a
+// loaded machine).
+var agentUnreachable = []string{
+	"No available agent to submit job",
+	"aiohttp.client_exceptions.ServerDisconnectedError",
+	"aiohttp.client_exceptions.ClientConnectorError",
+	"aiohttp.client_exceptions.ClientOSError",
 }
 
 // certificateError reports a TLS certificate the Client refused: trying
@@ -56,12 +71,20 @@ func retryableStatus(resp *http.Response) bool {
 	return false
 }
 
-// bodyContains peeks at the start of resp's body for s, leaving the body
-// readable from the start.
-func bodyContains(resp *http.Response, s string) bool {
-	head, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+// bodyContains peeks at the start of resp's body for any of subs, leaving
+// the body readable from the start.
+func bodyContains(resp *http.Response, subs ...string) bool {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
-	return err == nil && strings.Contains(string(head), s)
+	if err != nil {
+		return false
+	}
+	for _, s := range subs {
+		if strings.Contains(string(head), s) {
+			return true
+		}
+	}
+	return false
 }
 
 type readCloser struct {

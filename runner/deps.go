@@ -79,6 +79,13 @@ type Borrowed interface {
 	Borrowed() bool
 }
 
+// OutcomeRecorder is implemented by a Cluster that can note on itself how
+// its Ray job ended before teardown deletes it, so a viewer of the cluster
+// (raystep ui) sees SUCCEEDED or FAILED while the cluster goes.
+type OutcomeRecorder interface {
+	RecordOutcome(ctx context.Context, status JobStatus) error
+}
+
 // Dashboard tells how to reach a cluster's Ray dashboard.
 type Dashboard struct {
 	// URL is where raystep sends Jobs API requests, e.g. http://127.0.0.1:8265.

@@ -28,6 +28,8 @@ type Step struct {
 	Namespace string
 	// Name is the spec's metadata.name.
 	Name string
+	// Owner is the spec's metadata.owner; empty when it names none.
+	Owner string
 	// Kind is the spec's kind: train, eval or batch_inference.
 	Kind string
 	// Entrypoint is the shell command the Ray driver runs.

@@ -147,6 +147,11 @@ func (s *state) teardownCluster(ctx context.Context, stepErr error) error {
 		return nil
 	}
 	s.kept = s.step.Teardown.keep(stepErr)
+	if r, ok := s.cluster.(OutcomeRecorder); ok && s.info.Status.Terminal() {
+		if err := s.bounded(ctx, func(ctx context.Context) error { return r.RecordOutcome(ctx, s.info.Status) }); err != nil {
+			s.warn(PhaseTeardown, "note job %s's status %s on cluster %s: %v", s.id, s.info.Status, s.cluster.Name(), err)
+		}
+	}
 	err := s.bounded(ctx, func(ctx context.Context) error { return s.cluster.Teardown(ctx, s.kept) })
 	if err != nil {
 		return fmt.Errorf("tear down cluster %s: %w", s.cluster.Name(), err)

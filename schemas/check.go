@@ -23,6 +23,8 @@ type checker struct {
 	pos       positions
 	errs      *ValidationErrors
 	profile   *Profile
+	// partitions is the run the spec is loaded for; nil when unknown.
+	partitions *Partitions
 }
 
 func (c *checker) add(ptr, format string, args ...any) {
@@ -34,6 +36,7 @@ func (c *checker) spec(tree any) {
 	meta, _ := root["metadata"].(map[string]any)
 	spec, _ := root["spec"].(map[string]any)
 	c.metadata(meta)
+	c.vars(spec)
 	if ep, ok := spec["entrypoint"].(string); ok && ep != "" && strings.TrimSpace(ep) == "" {
 		c.add("/spec/entrypoint", "must not be blank")
 	}

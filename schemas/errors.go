@@ -51,8 +51,11 @@ func (v *ValidationErrors) Error() string {
 // value a --set override gave is blamed on that override.
 func (v *ValidationErrors) add(file string, pos positions, pointer, format string, args ...any) {
 	p := pos.at(pointer)
-	if p.set != "" {
+	switch {
+	case p.set != "":
 		file = SetSource + " " + p.set
+	case p.file != "":
+		file, pointer = p.file, strings.TrimPrefix(pointer, p.trim)
 	}
 	v.Errors = append(v.Errors, FieldError{
 		File: file, Pointer: pointer, Line: p.line, Column: p.column,

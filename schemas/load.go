@@ -17,6 +17,15 @@ type LoadOptions struct {
 	// Stdin is read for the file "-"; the spec is then named StdinName in
 	// errors and a relative workingDir is relative to the current directory.
 	Stdin io.Reader
+	// RunCluster, when set, replaces spec.cluster of a spec whose
+	// spec.cluster.reuse is run (after Set) before Set applies, and
+	// the driver's entrypointResources must fit on one of its nodes.
+	RunCluster *RunCluster
+	// Partitions, when set, is the run the spec is loaded for: every
+	// ${RAYSTEP_...} variable the spec uses must be one the run defines, and
+	// the loaded spec has them substituted and set in env_vars. Nil (as for
+	// validate) checks only that the variables are raystep's.
+	Partitions *Partitions
 }
 
 // Load reads, overrides, validates and defaults the spec in file (YAML or
@@ -88,6 +97,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
+	grafted := opts.RunCluster.graft(tree, pos, opts.Set)
 	tree, err = ApplySet(tree, opts.Set)
 	blameSet(pos, opts.Set)
 	var setErrs *ValidationErrors
@@ -97,12 +107,23 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if err := validateSchema(sch, file, tree, pos, errs); err != nil {
 		return nil, err
 	}
-	chk := &checker{file: file, dir: specDir(file), pos: pos, errs: errs, profile: profile}
+	chk := &checker{file: file, dir: specDir(file), pos: pos, errs: errs, profile: profile, partitions: opts.Partitions}
 	chk.spec(tree)
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
-	return build(file, tree, profile)
+	s, err := build(file, tree, profile)
+	if err == nil && opts.Partitions != nil {
+		s.Spec.applyPartitions(opts.Partitions)
+	}
+	if err != nil || !grafted {
+		return s, err
+	}
+	s.ClusterFile = opts.RunCluster.File
+	if err := opts.RunCluster.checkFit(file, pos, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // build turns a valid tree into a defaulted Spec.

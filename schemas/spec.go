@@ -51,6 +51,9 @@ type Spec struct {
 	Kind     string
 	Metadata Metadata
 	Spec     JobSpec
+	// ClusterFile is the run cluster file (RunCluster) Spec.Cluster came
+	// from; empty when it is the spec's own.
+	ClusterFile string
 }
 
 // Metadata names a step and its owner.

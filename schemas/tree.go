@@ -20,6 +20,10 @@ type pos struct {
 	line, column int
 	// set is the "path=value" argument that set the value; "" for the file.
 	set string
+	// file is the file the value came from when it is not the spec's own
+	// (a run cluster file, see RunCluster); trim is the start of the
+	// value's pointer that file does not have.
+	file, trim string
 }
 
 // positions maps JSON pointers to where their value starts in the source.

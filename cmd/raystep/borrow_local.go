@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,7 +19,8 @@ import (
 // stops it, and the step is resolved for that. RAY_ADDRESS and the other
 // variables that name an existing cluster are not used: --cluster says
 // which one. A name with no record is ErrNotFound and a cluster that no
-// longer runs a usage error: exit 2, nothing started.
+// longer runs a usage error: exit 2, nothing started. A cluster that
+// expires or goes while the step runs fails the step at once (exit 3).
 func (a *app) borrowLocal(step runner.Step, name string) (runner.Step, runner.Backend, error) {
 	c, err := a.localClusters()
 	if err != nil {
@@ -43,6 +45,7 @@ func (a *app) borrowLocal(step runner.Step, name string) (runner.Step, runner.Ba
 	b := &local.Backend{
 		DashboardURL: in.DashboardURL, Token: token, TokenFrom: "the token file of local cluster " + name,
 		Head: rayhead.Options{RayBin: c.Head.RayBin}, Logger: a.log.Named("local"),
+		Lost: func(ctx context.Context) error { return c.Lost(ctx, name) },
 	}
 	if a.cfg.LogLevel != "debug" {
 		b.Logger = b.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))

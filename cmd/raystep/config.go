@@ -20,6 +20,9 @@ type config struct {
 	Profile string `env:"RAYSTEP_PROFILE"`
 	// Backend is local or kuberay.
 	Backend string `env:"RAYSTEP_BACKEND, default=local"`
+	// RunCluster is the run cluster file (see schemas.RunCluster);
+	// --run-cluster overrides it.
+	RunCluster string `env:"RAYSTEP_RUN_CLUSTER"`
 	// Namespace overrides the spec's and profile's namespace.
 	Namespace string `env:"RAYSTEP_NAMESPACE"`
 	// RayBin is the ray executable the local backend starts; empty means

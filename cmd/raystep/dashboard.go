@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -103,7 +102,7 @@ func (a *app) dashboard(cmd *cobra.Command, o reachOptions, name string) error {
 		fmt.Fprintln(a.stdout, url)
 		return nil
 	}
-	fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, o.port, dashboardPortOf(r.rc))
+	fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, o.port, kuberay.DashboardPort(r.rc))
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
@@ -136,14 +135,6 @@ func (a *app) tokenHint(rc *rayv1.RayCluster) {
 	s := *rc.Spec.AuthOptions.SecretName
 	fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
 		rc.Namespace, s, kuberay.AuthTokenKey)
-}
-
-// dashboardPortOf is the dashboard's port on rc's head.
-func dashboardPortOf(rc *rayv1.RayCluster) uint16 {
-	if p, err := strconv.ParseUint(rc.Status.Endpoints["dashboard"], 10, 16); err == nil && p > 0 {
-		return uint16(p)
-	}
-	return 8265
 }
 
 // reachLocal reports whether dashboard or notebook is on the local

@@ -13,7 +13,7 @@ import (
 // URL with its token, the server answers with the token and refuses
 // without it, `dashboard NAME` prints the head's dashboard; `notebook` on
 // a cluster without one, and KubeRay's flags, are exit 2; after `down`
-// the notebook no longer answers.
+// the notebook no longer answers. ls marks the cluster with a notebook.
 func TestLocalNotebookAndDashboard(t *testing.T) {
 	t.Parallel()
 	e := newLocalEnv(t)
@@ -41,6 +41,13 @@ func TestLocalNotebookAndDashboard(t *testing.T) {
 		t.Fatalf("notebook printed %q, want http://127.0.0.1:PORT/lab?token=...", out)
 	}
 	token := nb.Query().Get("token")
+	notebooks := map[string]bool{}
+	for _, r := range e.ls(t) {
+		notebooks[r.Name] = r.Notebook
+	}
+	if !notebooks["nb"] || notebooks["plain"] {
+		t.Errorf("ls -o json says notebook %v, want nb only", notebooks)
+	}
 	status := func(withToken bool) int {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+nb.Host+"/api/status", nil)

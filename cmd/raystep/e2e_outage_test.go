@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,16 +33,7 @@ for i in range(100000): print('tick', i, flush=True); time.sleep(0.5)" `+marker)
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	select {
-	case err := <-done:
-		done <- err
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitInfrastructure {
-			t.Errorf("raystep exited with %v, want exit status %d\n%s", err, exitInfrastructure, stderr.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("raystep did not exit within 3 minutes of the dashboard's death:\n%s", stderr.String())
-	}
+	awaitExitCode(t, "raystep", done, stderr, exitInfrastructure, 3*time.Minute, "the dashboard's death")
 	since := time.Since(killed)
 	t.Logf("raystep exited %s after the dashboard died; stderr:\n%s", since.Round(100*time.Millisecond), stderr.String())
 	if since < 10*time.Second {

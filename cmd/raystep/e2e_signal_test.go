@@ -85,16 +85,7 @@ func TestRunSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		done <- err
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitSIGTERM {
-			t.Errorf("raystep exited with %v, want exit status %d\n%s", err, exitSIGTERM, stderr.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("raystep did not exit within 2 minutes of SIGTERM:\n%s", stderr.String())
-	}
+	awaitExitCode(t, "raystep", done, stderr, exitSIGTERM, 2*time.Minute, "SIGTERM")
 	if !strings.Contains(stderr.String(), "stopping job") {
 		t.Errorf("stderr does not say the job was stopped:\n%s", stderr.String())
 	}
@@ -105,6 +96,22 @@ func TestRunSIGTERM(t *testing.T) {
 // `ray start` invocations go to invocations, and returns once its job
 // printed line on stdout; done then receives cmd.Wait's result. At the end
 // of the test the run is cleaned up (cleanupRun), then after runs if set.
+// awaitExitCode waits for the process whose exit done reports (and keeps
+// reporting) to exit with want, at most within after what happened to it.
+func awaitExitCode(t *testing.T, name string, done chan error, stderr *syncBuffer, want int, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != want {
+			t.Errorf("%s exited with %v, want exit status %d\n%s", name, err, want, stderr.String())
+		}
+	case <-time.After(within):
+		t.Fatalf("%s did not exit within %s of %s:\n%s", name, within, what, stderr.String())
+	}
+}
+
 func runUntilLine(t *testing.T, cmd *exec.Cmd, invocations, line string, after func()) (*syncBuffer, chan error) {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()

@@ -67,16 +67,27 @@ type localRecord struct {
 	DashboardURL  string    `json:"dashboardURL"`
 	SupervisorPid int       `json:"supervisorPid"`
 	TempDir       string    `json:"tempDir"`
+	TokenFile     string    `json:"tokenFile"`
 }
 
 // raystep runs the built binary to its end, at most 5 minutes (also from
 // a cleanup, when t.Context is done already).
 func (e localEnv) raystep(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return e.raystepWith(t, nil, args...)
+}
+
+// raystepWith is raystep with the variables more added to the
+// environment (a Pipes bootstrap).
+func (e localEnv) raystepWith(t *testing.T, more map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env, cmd.Dir = e.env(), t.TempDir()
+	for k, v := range more {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -377,16 +388,7 @@ func TestLocalUpSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		done <- err
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitSIGTERM {
-			t.Errorf("up exited with %v, want exit status %d\n%s", err, exitSIGTERM, stderr.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("up did not exit within 2 minutes of SIGTERM:\n%s", stderr.String())
-	}
+	awaitExitCode(t, "up", done, stderr, exitSIGTERM, 2*time.Minute, "SIGTERM")
 	awaitExit(t, h.keeper, time.Minute)
 	assertLocalHeadGone(t, h)
 	if _, ok := e.record(t, "cut"); ok {

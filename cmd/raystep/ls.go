@@ -53,10 +53,17 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 		return err
 	}
 	var mine []local.Interactive
+	var steps []local.StepRecord
 	if o.namespace == "" { // local clusters have no namespace
 		if _, mine, err = a.recordedClusters(); err != nil {
 			return err
 		}
+		if steps, err = a.localSteps(); err != nil {
+			return err
+		}
+	}
+	for _, st := range steps {
+		rows = append(rows, summarizeLocalStep(st))
 	}
 	for _, in := range mine {
 		rows = append(rows, summarizeLocal(in))

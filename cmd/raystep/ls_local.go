@@ -54,15 +54,38 @@ func localDeployment(s local.Status) string {
 	return string(s)
 }
 
-// summarizeLocal describes a local interactive cluster as ls describes a
-// KubeRay one, with no namespace: the same record, in the table and in
-// -o json.
+// summarizeLocal describes a local interactive or run-scoped cluster as
+// ls describes a KubeRay one, with no namespace: the same record, in the
+// table and in -o json, KIND run for a Dagster run's head.
 func summarizeLocal(in local.Interactive) kuberay.Summary {
 	expires := in.Expires.UTC()
+	kind := kuberay.KindInteractive
+	if local.IsRunScoped(in) {
+		kind = kuberay.KindRun
+	}
 	return kuberay.Summary{
-		Name: in.Name, ClusterKind: kuberay.KindInteractive, Owner: in.Owner, Kind: kuberay.KindInteractive,
+		Name: in.Name, ClusterKind: kind, Owner: in.Owner, Kind: kind,
 		Deployment: localDeployment(in.Status), Created: in.Created.UTC(), Dashboard: in.DashboardURL,
-		Expires: &expires,
+		Expires: &expires, Notebook: hasLocalNotebook(in),
+	}
+}
+
+// localSteps returns the steps running on private heads of this machine.
+func (a *app) localSteps() ([]local.StepRecord, error) {
+	dir, err := a.localStateDir()
+	if err != nil {
+		return nil, nil
+	}
+	return local.ListSteps(local.StepsDir(dir))
+}
+
+// summarizeLocalStep describes a step on a private head of this machine as
+// ls describes a step's RayJob, with no namespace.
+func summarizeLocalStep(st local.StepRecord) kuberay.Summary {
+	return kuberay.Summary{
+		Name: st.ID, ClusterKind: kuberay.ClusterKindStep, Owner: st.Owner, Kind: st.Kind,
+		Deployment: st.State, JobStatus: st.JobStatus, Created: st.Created.UTC(), Dashboard: st.DashboardURL,
+		RunID: st.RunID,
 	}
 }
 

@@ -100,7 +100,7 @@ func (a *app) notebookStarter(ctx context.Context, r *reached, p *schemas.Notebo
 	case r.clients.InCluster && r.kc.InCluster:
 		url = kuberay.ClusterDashboardURL(r.rc)
 	default:
-		fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, 0, dashboardPortOf(r.rc))
+		fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, 0, kuberay.DashboardPort(r.rc))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -146,6 +146,9 @@ func (a *app) upNotebook(ctx context.Context, r *reached, profile *schemas.Profi
 	}
 	if err := a.awaitNotebook(ctx, r, st, s); err != nil {
 		return fmt.Errorf("up --notebook: %w (the cluster stays: raystep down %s deletes it)", err, r.rc.Name)
+	}
+	if err := r.i.MarkNotebook(ctx, r.rc, s); err != nil {
+		return fmt.Errorf("up --notebook: %w", err)
 	}
 	fmt.Fprintf(a.stdout, "Notebook: raystep notebook %s -n %s (prints its URL with its token, and holds the port-forward)\n", r.rc.Name, r.rc.Namespace)
 	return nil

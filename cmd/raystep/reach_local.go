@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -24,6 +25,13 @@ import (
 // localNotebookFile is where the local cluster in keeps its notebook.
 func localNotebookFile(in local.Interactive) string {
 	return filepath.Join(in.TempDir, "raystep-notebook.json")
+}
+
+// hasLocalNotebook says whether up --notebook gave the local cluster in a
+// notebook (its record exists; the token in it is not read here).
+func hasLocalNotebook(in local.Interactive) bool {
+	_, err := os.Stat(localNotebookFile(in))
+	return err == nil
 }
 
 // runningLocal returns the running local cluster name, for what

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
@@ -17,6 +19,8 @@ type renderOptions struct {
 	set                     []string
 	identity                runner.Dagster
 	assetKey                string
+	// partitionKey, partitionRange and timeWindow preview a partitioned run.
+	partitionKey, partitionRange, timeWindow string
 }
 
 func (a *app) renderCommand() *cobra.Command {
@@ -28,7 +32,10 @@ func (a *app) renderCommand() *cobra.Command {
 "raystep run --backend kuberay" would create for it, byte for byte. The
 Dagster flags preview the name and labels a given step attempt gets. When
 the profile turns Ray's token authentication on (spec.rayAuth.mode:
-token), the Secret run creates for the token follows, without the token.`,
+token), the Secret run creates for the token follows, without the token.
+The partition flags substitute the ${RAYSTEP_PARTITION_...} variables as
+a run for those partitions would; without them the variables stay as
+written.`,
 		Example: "  raystep render -f examples/ads_ranking/train.yaml --profile examples/platform.yaml -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,6 +51,9 @@ token), the Secret run creates for the token follows, without the token.`,
 	f.StringVar(&o.identity.StepKey, "step-key", "", "Dagster step key")
 	f.IntVar(&o.identity.RetryNumber, "retry-number", 0, "Dagster retry number")
 	f.StringVar(&o.assetKey, "asset-key", "", "Dagster asset key (parts joined with /)")
+	f.StringVar(&o.partitionKey, "partition-key", "", "Dagster partition key the run targets")
+	f.StringVar(&o.partitionRange, "partition-range", "", "Dagster partition key range START...END the run targets")
+	f.StringVar(&o.timeWindow, "partition-time-window", "", "partition time window START...END (ISO 8601 with offset)")
 	return cmd
 }
 
@@ -58,7 +68,11 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin})
+	parts, err := o.partitions()
+	if err != nil {
+		return err
+	}
+	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin, Partitions: parts})
 	if err != nil {
 		return err
 	}
@@ -87,4 +101,34 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// partitions is the run the partition flags describe; nil without them.
+func (o renderOptions) partitions() (*schemas.Partitions, error) {
+	if o.partitionKey == "" && o.partitionRange == "" && o.timeWindow == "" {
+		return nil, nil
+	}
+	var data pipes.ContextData
+	if o.partitionKey != "" {
+		data.PartitionKey = &o.partitionKey
+	}
+	if o.partitionRange != "" {
+		start, end, ok := strings.Cut(o.partitionRange, "...")
+		if !ok {
+			return nil, &usageError{fmt.Errorf("--partition-range %q: want START...END", o.partitionRange)}
+		}
+		data.PartitionKeyRange = &pipes.PartitionKeyRange{Start: start, End: end}
+	}
+	if o.timeWindow != "" {
+		start, end, ok := strings.Cut(o.timeWindow, "...")
+		if !ok {
+			return nil, &usageError{fmt.Errorf("--partition-time-window %q: want START...END", o.timeWindow)}
+		}
+		data.PartitionTimeWindow = &pipes.TimeWindow{Start: start, End: end}
+	}
+	p, err := partitionsFrom(data)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	return p, nil
 }

@@ -23,6 +23,7 @@ const pollInterval = 500 * time.Millisecond
 type runOptions struct {
 	file, backend, namespace    string
 	cluster                     string // --cluster: an interactive cluster to borrow
+	runCluster                  string // --run-cluster: the run's cluster section
 	set                         []string
 	pipesContext, pipesMessages string
 }
@@ -65,6 +66,14 @@ On KubeRay it is the cluster of that name in the step's namespace: its
 RayJob selects it (spec.clusterSelector) instead of describing one, and
 the step deletes its RayJob but never the cluster.
 
+With --run-cluster FILE (or $RAYSTEP_RUN_CLUSTER) a step whose
+spec.cluster.reuse is run takes the run's cluster section from FILE (one
+key, cluster, written as a spec's spec.cluster) instead of its own, so the
+steps of a Dagster run describe the same cluster and share one; --set
+overrides apply to it. Problems in FILE name FILE and the field, and a
+driver (spec.entrypointResources) that fits no node of it is refused, exit
+2, before anything is created. A step with reuse step ignores it.
+
 A dashboard that stops answering while the job runs is tried again: run
 warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
 3m) without an answer it fails the step (exit 3), stopping the job if the
@@ -92,6 +101,7 @@ kills every process of the head and the job.`,
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
+	addRunClusterFlag(f, &o.runCluster)
 	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+logFormats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
@@ -162,7 +172,16 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin})
+	rc, err := a.loadRunCluster(cmd.Context(), o.runCluster)
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	parts, err := partitionsOf(sess)
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin,
+		RunCluster: rc, Partitions: parts})
 	if err == nil {
 		err = checkWorkingDir(cmd.Context(), o.file, spec)
 	}
@@ -173,6 +192,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
+	noteRunCluster(&step, spec, rc)
 	if err := checkReuse(spec, o); err != nil {
 		return runner.Step{}, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -23,6 +24,7 @@ func stepFromSpec(spec *schemas.Spec, sess *pipes.Session) (runner.Step, error) 
 	js := spec.Spec
 	step := runner.Step{
 		Name:       spec.Metadata.Name,
+		Owner:      spec.Metadata.Owner,
 		Kind:       string(js.Kind),
 		Entrypoint: js.Entrypoint,
 		WorkingDir: js.WorkingDir,
@@ -180,6 +182,9 @@ func (a *app) localBackend() (*local.Backend, error) {
 		b.Logger = b.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	if !b.Existing() {
+		if dir, err := a.localStateDir(); err == nil {
+			b.Steps = local.StepsDir(dir) // without a home, ls and ui just do not see the step
+		}
 		return b, nil
 	}
 	if err := local.CheckAddress(b.DashboardURL, b.Address); err != nil {
@@ -191,4 +196,56 @@ func (a *app) localBackend() (*local.Backend, error) {
 	}
 	b.Token, b.TokenFrom = token, from
 	return b, nil
+}
+
+// partitionsOf is what the Dagster invocation tells of the partitions the
+// step targets: none when standalone or unpartitioned. A single partition
+// is the range from its key to its key, and the time window is normalised
+// from Dagster's ISO 8601 to RFC 3339.
+func partitionsOf(sess *pipes.Session) (*schemas.Partitions, error) {
+	p := &schemas.Partitions{Values: map[string]string{}}
+	if !sess.Active() {
+		return p, nil
+	}
+	return partitionsFrom(sess.Context().Data())
+}
+
+func partitionsFrom(data pipes.ContextData) (*schemas.Partitions, error) {
+	vals := map[string]string{}
+	if data.PartitionKey != nil {
+		vals[schemas.VarPartitionKey] = *data.PartitionKey
+		vals[schemas.VarPartitionKeyRangeStart] = *data.PartitionKey
+		vals[schemas.VarPartitionKeyRangeEnd] = *data.PartitionKey
+	}
+	if r := data.PartitionKeyRange; r != nil {
+		vals[schemas.VarPartitionKeyRangeStart] = r.Start
+		vals[schemas.VarPartitionKeyRangeEnd] = r.End
+	}
+	if w := data.PartitionTimeWindow; w != nil {
+		start, err := rfc3339(w.Start)
+		if err != nil {
+			return nil, fmt.Errorf("partition time window start: %w", err)
+		}
+		end, err := rfc3339(w.End)
+		if err != nil {
+			return nil, fmt.Errorf("partition time window end: %w", err)
+		}
+		vals[schemas.VarPartitionTimeWindowStart] = start
+		vals[schemas.VarPartitionTimeWindowEnd] = end
+	}
+	return &schemas.Partitions{Values: vals}, nil
+}
+
+// isoLayouts are the ISO 8601 forms Python's isoformat writes for an aware
+// datetime, as Dagster sends time windows.
+var isoLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999-07", "2006-01-02 15:04:05.999999999Z07:00"}
+
+// rfc3339 rewrites an ISO 8601 time with an offset as RFC 3339 ("Z" for UTC).
+func rfc3339(s string) (string, error) {
+	for _, layout := range isoLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.Format(time.RFC3339Nano), nil
+		}
+	}
+	return "", fmt.Errorf("%q is not an ISO 8601 time with an offset", s)
 }

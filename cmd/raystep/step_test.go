@@ -23,7 +23,7 @@ func TestStepFromSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	standalone := runner.Step{
-		Name: "ads-ranking-train", Kind: "train", Entrypoint: "python train.py --epochs 3 --seed 7", WorkingDir: dir,
+		Name: "ads-ranking-train", Owner: "ads-ranking", Kind: "train", Entrypoint: "python train.py --epochs 3 --seed 7", WorkingDir: dir,
 		RuntimeEnv:       map[string]any{"env_vars": map[string]any{"ADS_MODEL_DIR": "/tmp/raystep-examples/ads_ranking/model"}},
 		Resources:        runner.Resources{CPUs: 1, Memory: 1 << 30},
 		ProvisionTimeout: 15 * time.Minute, RunTimeout: 6 * time.Hour, Teardown: runner.TeardownAlways,

@@ -7,12 +7,16 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 )
 
 // uiOptions are ui's flags.
@@ -83,29 +87,145 @@ func (a *app) ui(cmd *cobra.Command, o uiOptions) error {
 	if o.allNamespaces && o.namespace != "" {
 		return &usageError{errors.New("ui: -A and --namespace exclude each other")}
 	}
-	clients, _, err := a.kube("ui")
+	ctx := cmd.Context()
+	store := &ui.Store{}
+	kube, err := a.watchKube(cmd, o, store)
 	if err != nil {
 		return err
+	}
+	if o.namespace == "" { // local heads have no namespace, as in ls
+		if err := a.syncLocal(store); err != nil {
+			return err
+		}
+		go a.keepLocal(ctx, store)
+		kube.scope = append(kube.scope, "the local heads on this machine")
+	}
+	pods := &ui.Pods{}
+	if kube.clients != nil {
+		if err := pods.Watch(ctx, kube.clients.Kube, kube.namespace); err != nil {
+			return err
+		}
+	}
+	reach, heads := a.uiHeads(kube.clients, kube.config)
+	defer heads.Close()
+	srv := &ui.Server{Store: store, Auth: auth, Dagster: dagster, Scope: strings.Join(kube.scope, " and "), Reach: reach, Pods: pods}
+	defer srv.Close()
+	return a.serve(ctx, o.addr, srv.Handler())
+}
+
+// uiKube is what the ui watches on Kubernetes: nothing (zero clients)
+// when nothing points at Kubernetes.
+type uiKube struct {
+	scope     []string // what the watches cover, for the page's heading
+	clients   *kuberay.Clients
+	config    *kubeConfig
+	namespace string // "" for every namespace
+}
+
+// watchKube starts the store's watches on Kubernetes and says what they
+// cover; none when nothing points at Kubernetes (as for ls) and no
+// --namespace asks for it.
+func (a *app) watchKube(cmd *cobra.Command, o uiOptions, store *ui.Store) (uiKube, error) {
+	clients, kc, err := a.kube("ui")
+	if a.skipKube(err) && o.namespace == "" {
+		return uiKube{}, nil
+	}
+	if err != nil {
+		return uiKube{}, err
 	}
 	ns := ""
 	if !o.allNamespaces {
 		profile, err := a.profile(cmd)
 		if err != nil {
-			return err
+			return uiKube{}, err
 		}
 		ns = kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
 	}
-	ctx := cmd.Context()
-	store := &ui.Store{}
-	if err := store.Watch(ctx, clients.Ray, ns); err != nil {
-		return err
+	if err := store.Watch(cmd.Context(), clients.Kube, clients.Ray, ns); err != nil {
+		return uiKube{}, fmt.Errorf("ui: %w", err)
 	}
 	scope := "every namespace"
 	if ns != "" {
 		scope = "namespace " + ns
 	}
-	srv := &ui.Server{Store: store, Auth: auth, Dagster: dagster, Scope: scope}
-	return a.serve(ctx, o.addr, srv.Handler())
+	return uiKube{scope: []string{scope}, clients: clients, config: kc, namespace: ns}, nil
+}
+
+// localRefresh is how often ui reads the local backend's records again.
+const localRefresh = 5 * time.Second
+
+// syncLocal puts the local heads recorded on this machine in the store.
+func (a *app) syncLocal(store *ui.Store) error {
+	_, mine, err := a.recordedClusters()
+	if err != nil {
+		return fmt.Errorf("ui: read the local heads: %w", err)
+	}
+	records := make([]*ui.Record, len(mine))
+	for i, in := range mine {
+		records[i] = &ui.Record{Summary: summarizeLocal(in)}
+	}
+	steps, err := a.localSteps()
+	if err != nil {
+		return fmt.Errorf("ui: read the local steps: %w", err)
+	}
+	for _, st := range steps {
+		records = append(records, &ui.Record{Summary: summarizeLocalStep(st), Asset: st.Asset})
+	}
+	store.SetLocal(records)
+	return nil
+}
+
+// keepLocal reads the local records again whenever a file in their dirs
+// changes (inotify), and every localRefresh anyway (a head that died or
+// expired changes no file), until ctx is done.
+func (a *app) keepLocal(ctx context.Context, store *ui.Store) {
+	tick := time.NewTicker(localRefresh)
+	defer tick.Stop()
+	var changed <-chan fsnotify.Event
+	if w, err := a.watchLocal(); err != nil {
+		a.log.Warn("ui: local records are read every " + localRefresh.String() + ": " + err.Error())
+	} else {
+		defer w.Close()
+		changed = w.Events
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+		if err := a.syncLocal(store); err != nil {
+			a.log.Warn(err.Error())
+		}
+	}
+}
+
+// watchLocal watches the dirs of the local records (made if missing, so a
+// first step or cluster is seen at once).
+func (a *app) watchLocal() (*fsnotify.Watcher, error) {
+	dir, err := a.localStateDir()
+	if err != nil {
+		return nil, err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{dir, local.StepsDir(dir)} {
+		if err = os.MkdirAll(d, 0o700); err == nil {
+			err = w.Add(d)
+		}
+		if err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	go func() { // errors (an overflow, say) leave the ticker to catch up
+		for range w.Errors {
+		}
+	}()
+	return w, nil
 }
 
 // serve listens on addr, prints the page's URL and serves h until ctx is

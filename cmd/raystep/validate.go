@@ -12,6 +12,7 @@ import (
 
 func (a *app) validateCommand() *cobra.Command {
 	var files, set []string
+	var runCluster string
 	cmd := &cobra.Command{
 		Use:   "validate -f SPEC [-f SPEC]...",
 		Short: "Check job specs against the schema and the platform profile",
@@ -20,8 +21,13 @@ quantity rules, the platform profile (GPU types, allowed images) and raystep's
 size limits (see schemas/SPEC.md). Every problem is printed, one per line, as
 "FILE: /json/pointer: message"; the exit code is 2 when any spec is invalid.
 "-f -" reads the spec from stdin, named <stdin> in errors; its relative
-workingDir is then relative to the current directory.`,
+workingDir is then relative to the current directory. With --run-cluster
+(or $RAYSTEP_RUN_CLUSTER) a spec whose spec.cluster.reuse is run is checked
+with the run's cluster section instead of its own, as run would use it:
+problems with that file name it, and a driver (spec.entrypointResources)
+that fits no node of it is an error.`,
 		Example: "  raystep validate -f examples/ads_ranking/train.yaml -f examples/ads_ranking/eval.yaml\n" +
+			"  raystep validate --run-cluster examples/ads_ranking/run_cluster.yaml --set spec.cluster.reuse=run -f train.yaml -f eval.yaml\n" +
 			"  raystep validate -f - < train.yaml",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,19 +38,25 @@ workingDir is then relative to the current directory.`,
 			if err != nil {
 				return err
 			}
-			return a.validate(cmd.Context(), files, set, profile)
+			rc, err := a.loadRunCluster(cmd.Context(), runCluster)
+			if err != nil {
+				return err
+			}
+			return a.validate(cmd.Context(), files, schemas.LoadOptions{Set: set, Profile: profile, Stdin: a.stdin, RunCluster: rc})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "job spec to check, - for stdin (repeatable)")
 	cmd.Flags().StringArrayVar(&set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
+	addRunClusterFlag(cmd.Flags(), &runCluster)
 	return cmd
 }
 
-// validate loads every file and reports all problems of all files together.
-func (a *app) validate(ctx context.Context, files, set []string, profile *schemas.Profile) error {
+// validate loads every file with opts and reports all problems of all
+// files together.
+func (a *app) validate(ctx context.Context, files []string, opts schemas.LoadOptions) error {
 	all := &schemas.ValidationErrors{}
 	for _, f := range files {
-		spec, err := schemas.LoadContext(ctx, f, schemas.LoadOptions{Set: set, Profile: profile, Stdin: a.stdin})
+		spec, err := schemas.LoadContext(ctx, f, opts)
 		if err == nil {
 			err = checkWorkingDir(ctx, f, spec)
 		}

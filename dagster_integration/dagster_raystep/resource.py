@@ -124,7 +124,15 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
         description=(
             "`spec.cluster.reuse` for every step: `run` makes the steps of one Dagster run with "
             "identical cluster sections share one cluster, which `raystep_run_cluster_sensors` "
-            "remove when the run ends; default the spec's (step)."
+            "remove when the run ends; default `run` when `run_cluster` is set, else the spec's (step)."
+        ),
+    )
+    run_cluster: str | None = Field(
+        default=None,
+        description=(
+            "`--run-cluster`: a YAML file whose one key, `cluster`, is the cluster section every "
+            "run-scoped step uses instead of its own, so all the steps of a run share one cluster "
+            'even when their specs size theirs differently. Implies `cluster_reuse="run"`.'
         ),
     )
     termination_timeout_seconds: float = Field(
@@ -165,7 +173,16 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
             args += ["--namespace", self.namespace]
         if self.profile:
             args += ["--profile", self.profile]
-        reuse = {"spec.cluster.reuse": self.cluster_reuse} if self.cluster_reuse else {}
+        if self.run_cluster:
+            if self.cluster_reuse not in (None, "run"):
+                msg = (
+                    f"run_cluster={self.run_cluster!r} is the cluster the steps of a run share, "
+                    f"but cluster_reuse={self.cluster_reuse!r}: drop one, or set cluster_reuse='run'"
+                )
+                raise ValueError(msg)
+            args += ["--run-cluster", self.run_cluster]
+        reuse_value = self.cluster_reuse or ("run" if self.run_cluster else None)
+        reuse = {"spec.cluster.reuse": reuse_value} if reuse_value else {}
         return args + format_overrides({**reuse, **self.overrides, **(overrides or {})})
 
     def down_run_command(self, run_id: str) -> list[str]:

@@ -96,11 +96,15 @@ def _raystep_warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     ]
 
 
-def test_materialize_model_check_and_predictions(
-    example: ModuleType, raystep: RaystepResource, tmp_path: Path
-) -> None:
-    instance = dg.DagsterInstance.ephemeral()
-    result = dg.materialize(
+def materialize_daily(
+    example: ModuleType,
+    instance: dg.DagsterInstance,
+    raystep: RaystepResource,
+    *,
+    raise_on_error: bool = True,
+) -> dg.ExecuteInProcessResult:
+    """Materialize the example's daily job (model, AUC check, predictions) with raystep."""
+    return dg.materialize(
         [
             example.ads_ranking_model,
             example.ads_ranking_model_auc,
@@ -108,7 +112,15 @@ def test_materialize_model_check_and_predictions(
         ],
         instance=instance,
         resources={"raystep": raystep},
+        raise_on_error=raise_on_error,
     )
+
+
+def test_materialize_model_check_and_predictions(
+    example: ModuleType, raystep: RaystepResource, tmp_path: Path
+) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    result = materialize_daily(example, instance, raystep)
     assert result.success
 
     model = result.asset_materializations_for_node(MODEL_NODE)

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import shlex
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +23,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 from dagster_raystep import RaystepResource
+from kuberay_sandbox import Sandbox, created, running_sandbox
 from test_ads_ranking import (
     MODEL_NODE,
     PREDICTIONS_NODE,
@@ -35,119 +32,26 @@ from test_ads_ranking import (
     _int,
     _text,
     example_overrides,
+    materialize_daily,
 )
-
-# Cold, the sandbox may first build the Kubernetes binaries (test/k8s/build.sh): minutes on 2 cores.
-READY_TIMEOUT_S = 1200.0
-STOP_TIMEOUT_S = 120.0
-SANDBOX_ENV = ("KUBECONFIG", "RAYSTEP_PROFILE")
-
-
-def _read_env_file(path: Path) -> dict[str, str]:
-    """The sandbox's `export KEY=value` lines, shell-unquoted."""
-    env = {}
-    for line in path.read_text().splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export":
-            key, _, value = words[1].partition("=")
-            env[key] = value
-    return env
-
-
-def _ready_line(proc: subprocess.Popen[str], log: Path) -> str:
-    """The first stdout line of the sandbox (its directory), or a failure that says why not."""
-    lines: queue.Queue[str | None] = queue.Queue()
-    assert proc.stdout is not None
-    stdout = proc.stdout
-
-    def pump() -> None:
-        for line in stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        line = lines.get(timeout=READY_TIMEOUT_S)
-    except queue.Empty:
-        pytest.fail(
-            f"sandbox not ready within {READY_TIMEOUT_S:.0f}s; its log:\n{log.read_text()}"
-        )
-    if not line:
-        proc.wait()
-        pytest.fail(
-            f"sandbox exited with code {proc.returncode} before it was ready; its log:\n{log.read_text()}"
-        )
-    return line.strip()
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGINT the sandbox's process group and wait; SIGKILL the group if it does not stop in time."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(
-            proc.pid, signal.SIGKILL
-        )  # stragglers of the group, or the sandbox itself
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
+from test_run_scoped_clusters import fire_success_sensor
 
 
 @pytest.fixture(scope="module")
-def sandbox(
+def kuberay_sandbox(
     repo: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
-    """A running sandbox; yields the environment its env file exports."""
-    work = tmp_path_factory.mktemp("kuberay-sandbox")
-    binary = work / "sandbox"
-    build = subprocess.run(
-        ["go", "build", "-o", str(binary), "./test/cluster/sandbox"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if build.returncode != 0:
-        pytest.fail(f"go build ./test/cluster/sandbox failed:\n{build.stderr}")
-    directory = work / "dir"
-    directory.mkdir()
-    log = work / "sandbox.log"
-    command = [
-        str(binary),
-        "-fast",
-        "-profile",
-        str(repo / "examples" / "platform.yaml"),
-        "-dir",
-        str(directory),
-    ]
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            command,
-            cwd=repo,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
-    try:
-        printed = _ready_line(proc, log)
-        assert Path(printed) == directory, (
-            f"sandbox printed {printed!r}, want {directory}"
-        )
-        env = _read_env_file(directory / "env")
-        assert env.get("RAYSTEP_BACKEND") == "kuberay", env
-        missing = [key for key in SANDBOX_ENV if not env.get(key)]
-        assert not missing, f"sandbox env file lacks {missing}: {env}"
-        assert "RAYSTEP_DASHBOARD_URL" not in env, (
-            f"the sandbox's steps port-forward, no dashboard URL: {env}"
-        )
-        yield {key: env[key] for key in SANDBOX_ENV}
-    finally:
-        _stop(proc)
+) -> Iterator[Sandbox]:
+    """A running sandbox with its API server's audit log."""
+    with running_sandbox(
+        repo, tmp_path_factory.mktemp("kuberay-sandbox"), pytest.fail
+    ) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def sandbox(kuberay_sandbox: Sandbox) -> dict[str, str]:
+    """The environment raystep needs to reach the running sandbox."""
+    return kuberay_sandbox.env
 
 
 @pytest.fixture
@@ -209,16 +113,7 @@ def test_materialize_model_check_and_predictions_on_kuberay(
 ) -> None:
     instance = dg.DagsterInstance.ephemeral()
     started = time.monotonic()
-    result = dg.materialize(
-        [
-            example.ads_ranking_model,
-            example.ads_ranking_model_auc,
-            example.ads_ranking_predictions,
-        ],
-        instance=instance,
-        resources={"raystep": raystep},
-        raise_on_error=False,
-    )
+    result = materialize_daily(example, instance, raystep, raise_on_error=False)
     logs = _event_log_text(instance, result.run_id)
     assert result.success, (
         f"run failed after {time.monotonic() - started:.0f}s:\n{logs}"
@@ -252,3 +147,52 @@ def test_materialize_model_check_and_predictions_on_kuberay(
 
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
     assert _raystep_ls(raystep_bin, sandbox) == [], "every step deleted its RayJob"
+
+
+def test_daily_job_shares_one_raycluster_per_run(
+    example: ModuleType,
+    raystep_bin: Path,
+    kuberay_sandbox: Sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """The example's resource (run_cluster.yaml): one RayCluster for the run, gone after the sensor.
+
+    The three specs size their clusters differently (2 A100, 1 L4, 1-4 L4); the run cluster file
+    replaces all three, so the API server's audit log shows one RayCluster created, by the first
+    step, and three RayJobs that borrow it. The run-status sensor, evaluated on the run's success
+    event through Dagster's sensor context, deletes it and waits until it is gone.
+    """
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    env = kuberay_sandbox.env
+    raystep = RaystepResource(
+        binary=str(raystep_bin),
+        backend="kuberay",
+        run_cluster=str(example.RUN_CLUSTER),
+        overrides=example_overrides(tmp_path),
+        env=env,
+    )
+    assert raystep.run_cluster == example.raystep_resource().run_cluster
+    since = kuberay_sandbox.audit_log.stat().st_size
+    instance = dg.DagsterInstance.ephemeral()
+    run_ids: list[str] = []
+    request.addfinalizer(lambda: [raystep.down_run(r) for r in run_ids])
+    result = materialize_daily(example, instance, raystep, raise_on_error=False)
+    run_ids.append(result.run_id)
+    assert result.success, _event_log_text(instance, result.run_id)
+    assert [c.passed for c in result.get_asset_check_evaluations()] == [True]
+
+    (cluster,) = created(kuberay_sandbox.audit_log, "rayclusters", since)
+    assert cluster.startswith("run-"), cluster
+    assert len(created(kuberay_sandbox.audit_log, "rayjobs", since)) == 3
+    for node in (MODEL_NODE, PREDICTIONS_NODE):
+        (m,) = result.asset_materializations_for_node(node)
+        assert f"/{cluster})" in _text(dict(m.metadata), "raystep/cluster_shape"), node
+    listed = _raystep_ls(raystep_bin, env)
+    assert [(c["name"], c["clusterKind"]) for c in listed] == [(cluster, "run")], listed
+
+    fire_success_sensor(raystep, instance, result.run_id)
+    # raystep down waited until the RayCluster and its pods were gone.
+    assert _raystep_ls(raystep_bin, env) == []
+    assert created(kuberay_sandbox.audit_log, "rayclusters", since) == [cluster]

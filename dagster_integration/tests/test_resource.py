@@ -129,6 +129,26 @@ def test_command(tmp_path: Path) -> None:
         assert resource.command("train.yaml", overrides) == want
 
 
+def test_command_run_cluster(tmp_path: Path) -> None:
+    binary = str(_executable(tmp_path / "raystep"))
+    shared = "examples/ads_ranking/run_cluster.yaml"
+    want = [binary, "run", "-f", "train.yaml", "--run-cluster", shared]
+    reuse = ["--set", "spec.cluster.reuse=run"]
+    for resource in (
+        RaystepResource(binary=binary, run_cluster=shared),
+        RaystepResource(binary=binary, run_cluster=shared, cluster_reuse="run"),
+    ):
+        assert resource.command("train.yaml") == want + reuse
+    # A step's own override still wins: that step gets a cluster of its own.
+    assert RaystepResource(binary=binary, run_cluster=shared).command(
+        "train.yaml", {"spec.cluster.reuse": "step"}
+    ) == [*want, "--set", "spec.cluster.reuse=step"]
+    with pytest.raises(ValueError, match="cluster_reuse='step'"):
+        RaystepResource(
+            binary=binary, run_cluster=shared, cluster_reuse="step"
+        ).command("train.yaml")
+
+
 def test_command_rejects_unknown_backend(tmp_path: Path) -> None:
     resource = RaystepResource(
         binary=str(_executable(tmp_path / "raystep")), backend="slurm"

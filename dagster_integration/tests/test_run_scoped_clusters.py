@@ -15,7 +15,7 @@ from types import ModuleType
 import dagster as dg
 import pytest
 from dagster_raystep import RaystepResource, raystep_run_cluster_sensors
-from test_ads_ranking import example_overrides
+from test_ads_ranking import example_overrides, materialize_daily
 
 
 def _records(state: Path) -> list[dict]:
@@ -50,15 +50,7 @@ def test_daily_job_shares_one_head_per_run(
     run_ids: list[str] = []
     request.addfinalizer(lambda: [raystep.down_run(r) for r in run_ids])
     started = time.monotonic()
-    result = dg.materialize(
-        [
-            example.ads_ranking_model,
-            example.ads_ranking_model_auc,
-            example.ads_ranking_predictions,
-        ],
-        instance=instance,
-        resources={"raystep": raystep},
-    )
+    result = materialize_daily(example, instance, raystep)
     wall = time.monotonic() - started
     run_ids.append(result.run_id)
     print(
@@ -73,21 +65,29 @@ def test_daily_job_shares_one_head_per_run(
     assert [r["owner"] for r in records] == [f"dagster-run:{result.run_id}"], records
     assert records[0]["name"].startswith("run-")
 
-    run = instance.get_run_by_id(result.run_id)
+    fire_success_sensor(raystep, instance, result.run_id)
+    assert _records(state) == [], "the sensor stopped the run's head"
+
+
+def fire_success_sensor(
+    raystep: RaystepResource, instance: dg.DagsterInstance, run_id: str
+) -> None:
+    """Evaluate the run-success sensor of raystep on run_id's success event, as the daemon does."""
+    run = instance.get_run_by_id(run_id)
     assert run is not None
     (success,) = instance.get_records_for_run(
-        result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS
+        run_id, of_type=dg.DagsterEventType.RUN_SUCCESS
     ).records
     sensor = next(
         s
         for s in raystep_run_cluster_sensors(raystep)
         if s.name == "raystep_run_cluster_success"
     )
-    context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_instance=instance,
-        dagster_run=run,
-        dagster_event=success.event_log_entry.dagster_event,
+    sensor(
+        dg.build_run_status_sensor_context(
+            sensor_name=sensor.name,
+            dagster_instance=instance,
+            dagster_run=run,
+            dagster_event=success.event_log_entry.dagster_event,
+        )
     )
-    sensor(context)
-    assert _records(state) == [], "the sensor stopped the run's head"

@@ -11,6 +11,10 @@ examples/ads_ranking/ through `raystep run`, on the embedded local Ray by defaul
 - `ads_ranking_daily`: the three of them, retrained every day at 03:00 UTC.
 
 The raystep binary is $RAYSTEP_BIN, else the repository's bin/raystep (`make build`).
+
+The steps of one run share one cluster: the resource's `run_cluster` (run_cluster.yaml) replaces
+each step's cluster section, so a run provisions one cluster instead of three, and the run-status
+sensors (`dagster dev` runs them) remove it when the run ends.
 """
 
 from __future__ import annotations
@@ -69,12 +73,18 @@ ads_ranking_daily_schedule = dg.ScheduleDefinition(
 )
 
 
+RUN_CLUSTER = SPECS / "run_cluster.yaml"
+
+
 def raystep_resource() -> RaystepResource:
-    """Return the resource the example runs with: $RAYSTEP_BIN or the repository's binary."""
+    """Return the resource the example runs with: $RAYSTEP_BIN or the repository's binary.
+
+    The steps of a run share the cluster of RUN_CLUSTER.
+    """
     binary = dg.EnvVar(RAYSTEP_BIN_ENV).get_value() or (
         str(REPO_BINARY) if REPO_BINARY.exists() else None
     )
-    return RaystepResource(binary=binary)
+    return RaystepResource(binary=binary, run_cluster=str(RUN_CLUSTER))
 
 
 defs = dg.Definitions(

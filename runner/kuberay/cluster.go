@@ -229,3 +229,14 @@ func (v view) leftovers() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// RecordOutcome notes the Ray job's final status on the RayJob
+// (AnnotationJobStatus), so `raystep ui` shows how it ended while it is
+// deleted.
+func (c *Cluster) RecordOutcome(ctx context.Context, status runner.JobStatus) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationJobStatus, status)
+	if _, err := c.b.Ray.RayV1().RayJobs(c.ns).Patch(ctx, c.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("annotate RayJob %s: %w", c.Name(), err)
+	}
+	return nil
+}

@@ -40,9 +40,10 @@ func borrow(job *rayv1.RayJob, cluster string) {
 	job.Annotations[AnnotationCluster] = cluster
 }
 
-// ReadToken returns the Ray token of the token-authenticated interactive
-// cluster rc from the Secret up created for it, owned by rc; "" when rc
-// has no token authentication.
+// ReadToken returns the Ray token of the token-authenticated cluster rc
+// from the Secret raystep created for it, owned by rc (an interactive
+// cluster's, made by up) or by the RayJob that owns rc (a step's); ""
+// when rc has no token authentication.
 func (i *Interactive) ReadToken(ctx context.Context, rc *rayv1.RayCluster) (string, error) {
 	secret := authSecret(&rc.Spec, &rc.ObjectMeta, "RayCluster")
 	if secret == nil {
@@ -53,9 +54,15 @@ func (i *Interactive) ReadToken(ctx context.Context, rc *rayv1.RayCluster) (stri
 		return "", fmt.Errorf("read the Ray token of RayCluster %s/%s from Secret %s: %w (or set RAYSTEP_DASHBOARD_TOKEN)",
 			rc.Namespace, rc.Name, secret.Name, err)
 	}
+	owners := map[string]bool{"RayCluster/" + string(rc.UID): true}
+	for _, o := range rc.OwnerReferences {
+		if o.Kind == "RayJob" {
+			owners["RayJob/"+string(o.UID)] = true
+		}
+	}
 	owned := false
 	for _, o := range s.OwnerReferences {
-		owned = owned || o.Kind == "RayCluster" && o.UID == rc.UID
+		owned = owned || owners[o.Kind+"/"+string(o.UID)]
 	}
 	token := string(s.Data[AuthTokenKey])
 	switch {

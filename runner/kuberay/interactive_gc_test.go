@@ -9,13 +9,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestJudgeCluster: gc deletes an interactive cluster once its expiry has
-// passed, never before, never without a valid expiry, never one already
-// being deleted or younger than --older-than.
+// TestJudgeCluster: gc deletes an interactive or run-scoped cluster once
+// its expiry has passed, never before, never without a valid expiry,
+// never one already being deleted or younger than --older-than; its
+// reason names the cluster's kind.
 func TestJudgeCluster(t *testing.T) {
 	t.Parallel()
 	deleting := clusterAt("deleting", 3*time.Hour, "2026-11-30T10:00:00Z")
 	deleting.DeletionTimestamp = at(time.Minute)
+	run := func(name, expires string) *rayv1.RayCluster {
+		rc := clusterAt(name, 9*time.Hour, expires)
+		rc.Labels[LabelKind] = KindRun
+		return rc
+	}
 	tests := []struct {
 		name    string
 		rc      *rayv1.RayCluster
@@ -33,6 +39,10 @@ func TestJudgeCluster(t *testing.T) {
 			"interactive, no valid raystep.dev/expires-at annotation (\"tomorrow\"): `raystep down bad` deletes it"},
 		{"young", clusterAt("young", time.Minute, "2026-11-30T11:00:00Z"), JudgeOptions{OlderThan: time.Hour}, false, "younger than 1h0m0s"},
 		{"deleting", deleting, JudgeOptions{}, false, "already being deleted"},
+		{"run expired", run("run-a", "2026-11-30T11:55:00Z"), JudgeOptions{}, true, "run-scoped, expired 5m0s ago (2026-11-30T11:55:00Z)"},
+		{"run live", run("run-b", "2026-11-30T15:00:00Z"), JudgeOptions{}, false, "run-scoped, expires in 3h0m0s (2026-11-30T15:00:00Z)"},
+		{"run no expiry", run("run-c", ""), JudgeOptions{}, false,
+			"run-scoped, no valid raystep.dev/expires-at annotation (\"\"): `raystep down run-c` deletes it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

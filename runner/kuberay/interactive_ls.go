@@ -39,6 +39,7 @@ func SummarizeCluster(rc *rayv1.RayCluster) Summary {
 		Owner: rc.Labels[LabelOwner], Kind: rc.Labels[LabelKind], GPUs: rc.Annotations[AnnotationGPUs],
 		Deployment: string(rc.Status.State), Created: rc.CreationTimestamp.UTC(),
 		Dashboard: ClusterDashboardURL(rc), RayCluster: rc.Name, Reason: rc.Status.Reason,
+		Notebook: rc.Annotations[AnnotationNotebook] != "",
 	}
 	switch {
 	case rc.DeletionTimestamp != nil:

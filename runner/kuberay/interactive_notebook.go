@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/raystep/raystep/notebook"
+	"github.com/raystep/raystep/schemas"
 )
 
 // The notebook of an interactive cluster (`up --notebook`) keeps its port,
@@ -24,6 +26,29 @@ const (
 	notebookPortKey  = "port"
 	notebookAppKey   = "app"
 )
+
+// AnnotationNotebook marks an interactive cluster whose notebook answered
+// once (its value is the notebook's app: schemas.NotebookLab or NotebookServer), so that ls and
+// the ui can say it has one without reading its Secret.
+const AnnotationNotebook = "raystep.dev/notebook"
+
+// MarkNotebook annotates rc with AnnotationNotebook for s.
+func (i *Interactive) MarkNotebook(ctx context.Context, rc *rayv1.RayCluster, s notebook.Server) error {
+	app := s.App
+	if app == "" {
+		app = schemas.NotebookLab
+	}
+	if rc.Annotations[AnnotationNotebook] == app {
+		return nil
+	}
+	// The uid makes the patch fail on another RayCluster of the same name.
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, rc.UID, AnnotationNotebook, app)
+	if _, err := i.Ray.RayV1().RayClusters(rc.Namespace).Patch(ctx, rc.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("mark RayCluster %s/%s as having a notebook: %w", rc.Namespace, rc.Name, err)
+	}
+	return nil
+}
 
 // NotebookSecretName names the Secret of the notebook of cluster.
 func NotebookSecretName(cluster string) string { return cluster + "-notebook" }

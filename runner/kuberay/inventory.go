@@ -108,6 +108,9 @@ type Summary struct {
 	Reason string `json:"reason,omitempty"`
 	// Expires is when an interactive cluster expires; nil for steps.
 	Expires *time.Time `json:"expires,omitempty"`
+	// Notebook says the cluster has a notebook (`up --notebook`), which
+	// `raystep notebook NAME` reaches.
+	Notebook bool `json:"notebook,omitempty"`
 }
 
 // ClusterKindStep is the ClusterKind of a step's RayJob.

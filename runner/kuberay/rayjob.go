@@ -30,6 +30,9 @@ const (
 	AnnotationStepKey  = "raystep.dev/dagster-step-key"
 	AnnotationAssetKey = "raystep.dev/dagster-asset-key"
 	AnnotationGPUs     = "raystep.dev/gpus"
+	// AnnotationJobStatus is the Ray job's final status as the step saw
+	// it, set just before teardown (KubeRay's own status may lag behind).
+	AnnotationJobStatus = "raystep.dev/job-status"
 )
 
 // Build returns the RayJob that runs spec under profile for the resolved

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,15 @@ type Backend struct {
 	Head rayhead.Options
 	// Logger receives the backend's notes; nil means none.
 	Logger *zap.Logger
+	// Lost, if set, watches the existing cluster from Provision to
+	// Teardown: it returns why once the cluster is no longer there for
+	// the step (a borrowed local cluster reached its expiry or was
+	// brought down), and nil when ctx ends first. The step then fails at
+	// once instead of riding out a dashboard outage.
+	Lost func(ctx context.Context) error
+	// Steps, if set, is the dir where a step on a private head keeps its
+	// record (StepRecord) while it runs, for ls and ui on this machine.
+	Steps string
 }
 
 var _ runner.Backend = (*Backend)(nil)
@@ -56,7 +67,7 @@ func (b *Backend) Existing() bool { return b.Address != "" || b.DashboardURL != 
 // Provision starts a private head (ready when Provision returns) or
 // describes the existing cluster; what the private head wants people to
 // know goes to events.
-func (b *Backend) Provision(ctx context.Context, _ runner.Step, events runner.Sink) (runner.Cluster, error) {
+func (b *Backend) Provision(ctx context.Context, step runner.Step, events runner.Sink) (runner.Cluster, error) {
 	log := b.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -75,7 +86,13 @@ func (b *Backend) Provision(ctx context.Context, _ runner.Step, events runner.Si
 	if err != nil {
 		return nil, fmt.Errorf("start private ray head: %w", err)
 	}
-	c := &privateCluster{head: h, events: events, failures: make(chan error, 1), done: make(chan struct{})}
+	c := &privateCluster{head: h, events: events, failures: make(chan error, 1), done: make(chan struct{}), steps: b.Steps}
+	if c.steps != "" {
+		c.record = StepRecord{ID: step.ID, Name: step.Name, Owner: step.Owner, Kind: step.Kind, RunID: step.RunID,
+			Asset: strings.Join(step.Dagster.AssetKeys, ","), Created: time.Now().UTC(), DashboardURL: h.DashboardURL(),
+			TokenFile: h.TokenFile(), State: "ready", Pid: os.Getpid()}
+		c.keepRecord()
+	}
 	go c.watch()
 	return c, nil
 }
@@ -94,7 +111,18 @@ func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
 	if err := probe(ctx, url, b.Token, b.TokenFrom); err != nil {
 		return nil, err
 	}
-	return &existingCluster{b: b, url: url}, nil
+	c := &existingCluster{b: b, url: url, stop: func() {}}
+	if b.Lost != nil {
+		var wctx context.Context
+		wctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+		c.failures = make(chan error, 1)
+		go func() {
+			if err := b.Lost(wctx); err != nil {
+				c.failures <- err // buffered: the one send never blocks
+			}
+		}()
+	}
+	return c, nil
 }
 
 // privateCluster is a head started for one step.
@@ -104,6 +132,33 @@ type privateCluster struct {
 	failures chan error
 	done     chan struct{} // closed by Teardown
 	once     sync.Once
+	// steps is the dir of record, the step's StepRecord; "" for none.
+	steps  string
+	mu     sync.Mutex
+	record StepRecord
+}
+
+// keepRecord writes the step's record; a failure is a warning: the step
+// runs on, unseen by ls and ui.
+func (c *privateCluster) keepRecord() {
+	if c.steps == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := writeStep(c.steps, c.record); err != nil {
+		c.events.Event(runner.Event{Kind: runner.KindWarning, Message: err.Error() + " (ls and ui on this machine do not show the step)"})
+	}
+}
+
+// RecordOutcome notes how the job ended in the step's record, so that a
+// viewer sees it while the head goes.
+func (c *privateCluster) RecordOutcome(_ context.Context, status runner.JobStatus) error {
+	c.mu.Lock()
+	c.record.JobStatus = string(status)
+	c.mu.Unlock()
+	c.keepRecord()
+	return nil
 }
 
 func (c *privateCluster) Name() string { return c.head.Address() }
@@ -115,7 +170,14 @@ func (c *privateCluster) Dashboard(context.Context) (runner.Dashboard, error) {
 	return runner.Dashboard{URL: c.head.DashboardURL(), Token: c.head.Token()}, nil
 }
 
-func (c *privateCluster) SetJobID(context.Context, string) error { return nil }
+// SetJobID marks the step's record as running: its job is submitted.
+func (c *privateCluster) SetJobID(context.Context, string) error {
+	c.mu.Lock()
+	c.record.State = "Running"
+	c.mu.Unlock()
+	c.keepRecord()
+	return nil
+}
 
 func (c *privateCluster) Failures() <-chan error { return c.failures }
 
@@ -148,14 +210,22 @@ func (c *privateCluster) Teardown(ctx context.Context, keep bool) error {
 	if err := c.head.Stop(ctx); err != nil {
 		return fmt.Errorf("stop ray head %s: %w", c.head.Address(), err)
 	}
+	if c.steps != "" {
+		if err := removeStep(c.steps, c.record.ID); err != nil {
+			c.events.Event(runner.Event{Kind: runner.KindWarning, Message: err.Error()})
+		}
+	}
 	return nil
 }
 
 // existingCluster is a cluster raystep did not start and never stops;
-// Provision reached its dashboard at url.
+// Provision reached its dashboard at url. failures carries what b.Lost
+// saw (nil without Lost); stop ends that watch.
 type existingCluster struct {
-	b   *Backend
-	url string
+	b        *Backend
+	url      string
+	failures chan error
+	stop     context.CancelFunc
 }
 
 func (c *existingCluster) Name() string {
@@ -175,10 +245,20 @@ func (c *existingCluster) Dashboard(context.Context) (runner.Dashboard, error) {
 
 func (c *existingCluster) SetJobID(context.Context, string) error { return nil }
 
-func (c *existingCluster) Failures() <-chan error { return nil }
+// Failures reports the cluster lost (Backend.Lost); nil without Lost.
+func (c *existingCluster) Failures() <-chan error {
+	if c.failures == nil {
+		return nil
+	}
+	return c.failures
+}
 
-// Teardown leaves the cluster running: it is not raystep's.
-func (c *existingCluster) Teardown(context.Context, bool) error { return nil }
+// Teardown leaves the cluster running, it is not raystep's, and ends the
+// watch of Backend.Lost.
+func (c *existingCluster) Teardown(context.Context, bool) error {
+	c.stop()
+	return nil
+}
 
 // Borrowed reports that the step does not own an existing cluster.
 func (c *existingCluster) Borrowed() bool { return true }

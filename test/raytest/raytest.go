@@ -34,12 +34,18 @@ import (
 	"github.com/raystep/raystep/rayhead"
 )
 
+// startWait bounds a test head's start: the wait for a turn among the
+// heads starting at once on this machine (rayhead's start slots) and the
+// start itself, which the head's ready timeout bounds. A suite on a busy
+// 2-core machine has many heads queue up at once.
+const startWait = 12 * time.Minute
+
 // StartHead starts a head for one test and stops it in t.Cleanup. opts may
 // be the zero value; RayBin defaults to RayBin(t).
 func StartHead(t testing.TB, opts rayhead.Options) *rayhead.Head {
 	t.Helper()
 	opts = testDefaults(t, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startWait)
 	defer cancel()
 	h, err := rayhead.Start(ctx, opts)
 	if err != nil {
@@ -123,7 +129,7 @@ func (s *Shared) Head(t testing.TB) *rayhead.Head {
 	defer s.mu.Unlock()
 	if s.head == nil && s.err == nil {
 		opts := testDefaults(t, s.Options)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), startWait)
 		defer cancel()
 		s.head, s.err = rayhead.Start(ctx, opts)
 	}

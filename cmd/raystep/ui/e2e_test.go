@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,14 +31,22 @@ type event struct{ name, data string }
 // stream opens /events with the token and returns its events as they come.
 func stream(t *testing.T, ctx context.Context, base string) <-chan event {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	return streamPath(t, ctx, base+"/events", []string{plantedToken})
+}
+
+// streamPath opens the server-sent events at url with the token and
+// returns them as they come; an event that carries one of secrets fails
+// the test.
+func streamPath(t *testing.T, ctx context.Context, url string, secrets []string) <-chan event {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+plantedToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("GET /events: %v", err)
+		t.Fatalf("GET %s: %v", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /events: %s", resp.Status)
+		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
 	out := make(chan event, 64)
 	go func() {
@@ -54,8 +63,10 @@ func stream(t *testing.T, ctx context.Context, base string) <-chan event {
 			case strings.HasPrefix(line, "data: "):
 				e.data = strings.TrimPrefix(line, "data: ")
 			case line == "":
-				if strings.Contains(e.data, plantedToken) {
-					t.Errorf("event %s carries the token", e.name)
+				for _, s := range secrets {
+					if strings.Contains(e.data, s) {
+						t.Errorf("event %s of %s carries a secret", e.name, url)
+					}
 				}
 				out <- e
 				e = event{}
@@ -123,7 +134,7 @@ func TestLiveList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	const ns = "default"
 	store := &Store{}
-	if err := store.Watch(ctx, ray, ns); err != nil {
+	if err := store.Watch(ctx, c.Clientset, ray, ns); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer((&Server{Store: store, Auth: Auth{Token: plantedToken}, Scope: "namespace " + ns}).Handler())
@@ -166,11 +177,64 @@ func TestLiveList(t *testing.T) {
 	if page := get(t, srv.URL+"/", plantedToken, http.StatusOK); strings.Contains(page, "ads-train-1") {
 		t.Errorf("the page still lists the deleted job")
 	}
+
+	// An interactive cluster whose notebook answered: its row gives the
+	// command that opens it, and the notebook's token is not on the page.
+	rc, err := ray.RayV1().RayClusters(ns).Create(ctx, notebookCluster(ns, "nora-dev"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcKey := kuberay.KindInteractive + "/" + ns + "/" + rc.Name
+	const open = "raystep notebook -n " + ns + " nora-dev"
+	e := await(t, events, "the interactive cluster", upsertOf(rcKey, func(string) bool { return true }))
+	var row Row
+	if err := json.Unmarshal([]byte(e.data), &row); err != nil || row.Notebook != open {
+		t.Errorf("the cluster's row says notebook %q (%v), want %q", row.Notebook, err, open)
+	}
+	if page := get(t, srv.URL+"/", plantedToken, http.StatusOK); !strings.Contains(page, open) {
+		t.Errorf("the page lacks %q:\n%s", open, page)
+	}
+}
+
+// notebookCluster is an interactive RayCluster as `raystep up --notebook`
+// leaves it, with the notebook's token planted where it must stay.
+func notebookCluster(ns, name string) *rayv1.RayCluster {
+	return &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{kuberay.LabelManagedBy: kuberay.ManagedByRaystep, kuberay.LabelOwner: "nora",
+				kuberay.LabelKind: kuberay.KindInteractive},
+			Annotations: map[string]string{kuberay.AnnotationGPUs: "a100-80gb=1", kuberay.AnnotationNotebook: "lab",
+				kuberay.AnnotationExpires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}},
+		Spec: rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.60.0",
+				Env: []corev1.EnvVar{{Name: "JUPYTER_TOKEN", Value: plantedToken}}}}}}}},
+	}
 }
 
 // get fetches url with token ("" for none), checks the status code and
 // that the answer never carries the token, and returns the body.
 func get(t *testing.T, url, token string, code int) string {
+	t.Helper()
+	resp, body := fetch(t, url, token, []string{plantedToken})
+	if resp.StatusCode != code {
+		t.Fatalf("GET %s: %s, want %d", url, resp.Status, code)
+	}
+	return body
+}
+
+// getAll is get with the token, wanting 200, checking for every one of secrets.
+func getAll(t *testing.T, url string, secrets []string) string {
+	t.Helper()
+	resp, body := fetch(t, url, plantedToken, secrets)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	return body
+}
+
+// fetch GETs url with token ("" for none) and returns the answer and its
+// body, failing the test when the body or a header carries one of secrets.
+func fetch(t *testing.T, url, token string, secrets []string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if token != "" {
@@ -182,11 +246,10 @@ func get(t *testing.T, url, token string, code int) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != code {
-		t.Fatalf("GET %s: %s, want %d", url, resp.Status, code)
+	for _, s := range secrets {
+		if strings.Contains(string(b), s) || strings.Contains(fmt.Sprint(resp.Header), s) {
+			t.Errorf("GET %s: the answer carries a secret", url)
+		}
 	}
-	if strings.Contains(string(b), plantedToken) {
-		t.Errorf("GET %s: the answer carries the token", url)
-	}
-	return string(b)
+	return resp, string(b)
 }

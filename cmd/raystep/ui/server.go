@@ -33,6 +33,16 @@ type Server struct {
 	Scope string
 	// Now is the clock ages are counted to; nil means time.Now.
 	Now func() time.Time
+	// Reach finds a cluster's Ray dashboard for its page, its logs and the
+	// dashboard proxy (see detail.go); nil shows none.
+	Reach Reach
+	// Pods holds the Ray pods and warnings of the cluster pages; nil shows none.
+	Pods *Pods
+	// Poll is how often an open cluster page's head is asked for its jobs
+	// and utilization; zero means every 5s.
+	Poll time.Duration
+
+	detail detailState
 }
 
 // Handler returns the server's routes behind Auth.
@@ -43,6 +53,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/clusters", s.api)
 	mux.HandleFunc("GET /events", s.events)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.detailRoutes(mux)
 	return s.Auth.wrap(mux)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -40,7 +41,13 @@ var shared struct {
 	// notebookPort is the port kwok sends to 127.0.0.1 for the notebook
 	// tests, whose Jupyter server runs on the shared real head.
 	notebookPort int
-	err          error
+	// tokenDashboard listens, from the start, on the port kwok sends to
+	// 127.0.0.1 for the UI's token test: a head pod that names that port
+	// as its dashboard port is reached, by a port-forward, at the relay
+	// the test runs on it in front of the token head. Held open, the port
+	// cannot be taken by anything else meanwhile.
+	tokenDashboard *net.TCPListener
+	err            error
 }
 
 // parallel is how many of the package's tests run at once unless
@@ -73,6 +80,9 @@ func TestMain(m *testing.M) {
 	}
 	shared.ray.Stop()
 	tokenRay.Stop()
+	if shared.tokenDashboard != nil {
+		shared.tokenDashboard.Close()
+	}
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
@@ -95,14 +105,22 @@ func setup(t *testing.T) {
 		if shared.notebookPort, shared.err = freeLoopbackPort(); shared.err != nil {
 			return
 		}
+		var ln net.Listener
+		if ln, shared.err = net.Listen("tcp", "127.0.0.1:0"); shared.err != nil {
+			return
+		}
+		shared.tokenDashboard = ln.(*net.TCPListener)
 		shared.k8s, shared.err = cluster.Start(ctx, cluster.Options{Nodes: nodes(shared.profile), DashboardURL: head.DashboardURL(),
-			LoopbackPorts: []int{shared.notebookPort}})
+			LoopbackPorts: []int{shared.notebookPort, tokenDashboardPort()}})
 		t.Logf("environment started in %s", time.Since(start).Round(time.Millisecond))
 	})
 	if shared.err != nil {
 		t.Fatalf("start environment: %v", shared.err)
 	}
 }
+
+// tokenDashboardPort is the port of shared.tokenDashboard.
+func tokenDashboardPort() int { return shared.tokenDashboard.Addr().(*net.TCPAddr).Port }
 
 // gpuNodes is the size of the fake A100 pool: enough GPUs for every step
 // of the package running at once (one A100 worker each), so a step's

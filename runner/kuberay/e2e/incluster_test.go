@@ -68,7 +68,7 @@ func TestInClusterUsesServiceAccountAndServiceDNS(t *testing.T) {
 	bin := buildRaystep(t)
 	ns := namespace(t, "e2e-incluster")
 	t.Cleanup(func() { cleanNamespace(t, ns) })
-	applyRBAC(t, ns, func(rules []any) []any { return rules })
+	applyRBAC(t, stepRole, ns, func(rules []any) []any { return rules })
 	relay := startDashboardRelay(t)
 	dir := t.TempDir()
 	sa, hosts, resolv := writePodFiles(t, dir, ns)

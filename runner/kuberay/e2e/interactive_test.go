@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -46,7 +47,13 @@ type outcome struct {
 // exit code and output.
 func raystepIn(t *testing.T, env []string, args ...string) outcome {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), buildRaystep(t), args...)
+	return raystepCtx(t.Context(), t, env, args...)
+}
+
+// raystepCtx is raystepIn killing raystep when ctx ends (exit code -1).
+func raystepCtx(ctx context.Context, t *testing.T, env []string, args ...string) outcome {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, buildRaystep(t), args...)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -13,12 +13,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raystep/raystep/notebook"
 	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // freeLoopbackPort returns a port of 127.0.0.1 nothing listens on now.
@@ -48,11 +50,48 @@ func notebookProfile(t *testing.T) string {
 	return path
 }
 
+// notebookPort is held by the test whose Jupyter server has the shared
+// head's one notebook port: the tests that start one take turns.
+var notebookPort sync.Mutex
+
+// takeNotebookPort waits for the notebook port, and when the test ends
+// stops and removes the notebook job of cluster from the shared real
+// head (which outlives the fake cluster), then lets the next test have
+// the port.
+func takeNotebookPort(t *testing.T, cluster string) {
+	t.Helper()
+	ray, err := raysubmit.New(raysubmit.Config{BaseURL: shared.head.DashboardURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notebookPort.Lock()
+	t.Cleanup(notebookPort.Unlock)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = ray.Stop(ctx, notebook.SubmissionID(cluster))
+		_, _ = ray.Wait(ctx, notebook.SubmissionID(cluster))
+		_, _ = ray.Delete(ctx, notebook.SubmissionID(cluster))
+	})
+}
+
 // holder is a running `raystep dashboard` or `raystep notebook`.
 type holder struct {
 	cmd    *exec.Cmd
 	url    string
 	stderr strings.Builder
+}
+
+// downAtCleanup runs `raystep down -n ns name` when t ends, failing t
+// when it fails.
+func downAtCleanup(t *testing.T, env []string, ns, name string) {
+	t.Cleanup(func() { // t.Context() is done by now: no mustRaystep
+		down := exec.Command(buildRaystep(t), "down", "-n", ns, name)
+		down.Env = env
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("raystep down: %v: %s", err, out)
+		}
+	})
 }
 
 // startHolder runs the built raystep and waits until it printed its
@@ -116,25 +155,9 @@ func TestNotebookAndDashboard(t *testing.T) {
 	ns := namespace(t, "e2e-notebook")
 	env := append(interactiveEnv(t), "RAYSTEP_PROFILE="+notebookProfile(t))
 	const name = "nb-dev"
-	ray, err := raysubmit.New(raysubmit.Config{BaseURL: shared.head.DashboardURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // the shared real head outlives the fake cluster
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = ray.Stop(ctx, notebook.SubmissionID(name))
-		_, _ = ray.Wait(ctx, notebook.SubmissionID(name))
-		_, _ = ray.Delete(ctx, notebook.SubmissionID(name))
-	})
+	takeNotebookPort(t, name)
 	mustRaystep(t, env, "up", "-n", ns, "--name", name, "--owner", "nora", "--ttl", "1h")
-	t.Cleanup(func() { // t.Context() is done by now
-		down := exec.Command(buildRaystep(t), "down", "-n", ns, name)
-		down.Env = env
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("raystep down: %v: %s", err, out)
-		}
-	})
+	downAtCleanup(t, env, ns, name)
 
 	o := raystepIn(t, env, "notebook", "-n", ns, name)
 	if o.code != 2 || !strings.Contains(o.stderr, "up --notebook") {
@@ -143,6 +166,14 @@ func TestNotebookAndDashboard(t *testing.T) {
 	o = mustRaystep(t, env, "up", "-n", ns, "--name", name, "--owner", "nora", "--notebook")
 	if !strings.Contains(o.stdout, "raystep notebook "+name) {
 		t.Errorf("up --notebook printed %q, want the raystep notebook hint", o.stdout)
+	}
+
+	var rows []kuberay.Summary
+	if err := json.Unmarshal([]byte(mustRaystep(t, env, "ls", "-n", ns, "-o", "json").stdout), &rows); err != nil {
+		t.Fatalf("ls -o json: %v", err)
+	}
+	if len(rows) != 1 || !rows[0].Notebook {
+		t.Errorf("ls -o json = %+v, want the cluster marked as having a notebook", rows)
 	}
 
 	nb := startHolder(t, env, "notebook", "-n", ns, name)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,8 +31,28 @@ import (
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
-// rbacFile is the least-privilege example this file proves.
+// rbacFile is the step's least-privilege example this file proves
+// (people.yaml, people's, is rbac_people_test.go's).
 const rbacFile = "../../../examples/k8s/rbac.yaml"
+
+// roleFile is an RBAC example: a Role with the RoleBinding that grants it.
+type roleFile struct {
+	path string
+	// as is the admin config impersonating whom the RoleBinding grants
+	// in ns.
+	as func(ns string) *rest.Config
+}
+
+// stepRole is rbacFile, granted to the ServiceAccount raystep.
+var stepRole = roleFile{path: rbacFile, as: asServiceAccount}
+
+// who names the identity cfg impersonates.
+func who(cfg *rest.Config) string {
+	if g := cfg.Impersonate.Groups; len(g) > 0 {
+		return cfg.Impersonate.UserName + " (groups " + strings.Join(g, ", ") + ")"
+	}
+	return cfg.Impersonate.UserName
+}
 
 // permission is one verb of one rule of rbacFile's Role.
 type permission struct{ group, resource, verb string }
@@ -56,10 +77,7 @@ func (p permission) forbidden(ns string) string {
 // lists where the API server does not stream a watch's initial state
 // (WatchList: off in Kubernetes 1.33 and before 1.32), and ls and gc list
 // everywhere.
-var leastPrivilege = []struct {
-	perm permission
-	run  action
-}{
+var leastPrivilege = []entry{
 	{permission{"ray.io", "rayjobs", "create"}, stepAction{}},
 	{permission{"ray.io", "rayjobs", "get"}, stepAction{before: previousRayJob, leaves: true}}, // a restarted step re-attaches
 	{permission{"ray.io", "rayjobs", "list"}, lsAction{}},
@@ -69,6 +87,10 @@ var leastPrivilege = []struct {
 	{permission{"ray.io", "rayjobs", "delete"}, stepAction{leaves: true}}, // teardown's, as gc's
 	{permission{"ray.io", "rayclusters", "list"}, stepAction{noWatchList: true}},
 	{permission{"ray.io", "rayclusters", "watch"}, stepAction{}},
+	{permission{"ray.io", "rayclusters", "create"}, runScopeAction{}},            // spec.cluster.reuse: run, the run's first step
+	{permission{"ray.io", "rayclusters", "get"}, runScopeAction{attach: true}},   // a later step of the run attaches
+	{permission{"ray.io", "rayclusters", "patch"}, runScopeAction{attach: true}}, // and moves the expiry
+	{permission{"ray.io", "rayclusters", "delete"}, downRunAction{}},             // the run-status sensor's down --dagster-run-id
 	{permission{"", "pods", "list"}, stepAction{noWatchList: true}},
 	{permission{"", "pods", "watch"}, stepAction{}},
 	// Before port-forward reaches kwok's pods, only the API server's
@@ -85,25 +107,45 @@ var leastPrivilege = []struct {
 	{permission{"coordination.k8s.io", "leases", "list"}, gcAction{}},
 }
 
+// entry is one line of a least-privilege table: a verb of a rule, and
+// what raystep does that needs it.
+type entry struct {
+	perm permission
+	run  action
+}
+
 // TestLeastPrivilege proves examples/k8s/rbac.yaml both ways, as its
 // ServiceAccount (impersonated, RBAC enforced by the API server): with the
-// whole Role a step, `raystep ls` and `raystep gc` succeed without a
-// permission warning; without any one verb of any rule, what needs it
-// fails at once with the API server's words naming that verb, resource,
-// API group and namespace, and no other.
+// whole Role a step, a step of spec.cluster.reuse: run (the run's first
+// and a later one), `raystep down --dagster-run-id`, `raystep ls` and
+// `raystep gc` succeed without a permission warning; without any one
+// verb of any rule, what needs it fails at once with the API server's
+// words naming that verb, resource, API group and namespace, and no
+// other.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	perms := rolePermissions(t)
+	proveLeastPrivilege(t, stepRole, leastPrivilege, []action{stepAction{}, stepAction{noWatchList: true}, stepAction{portForward: true},
+		stepAction{change: withTokenAuth}, runScopeAction{}, runScopeAction{attach: true}, downRunAction{}, lsAction{}, gcAction{}})
+}
+
+// proveLeastPrivilege checks that table has an entry for every verb of
+// every rule of f's Role and no other, that each action of full succeeds
+// under the whole Role without a permission warning, and that each entry's
+// action fails without its verb, with the API server's words for it
+// alone.
+func proveLeastPrivilege(t *testing.T, f roleFile, table []entry, full []action) {
+	t.Helper()
+	perms := rolePermissions(t, f.path)
 	var covered []permission
-	for _, c := range leastPrivilege {
+	for _, c := range table {
 		if !slices.Contains(perms, c.perm) {
-			t.Errorf("the table tests %s, which %s does not grant", c.perm, rbacFile)
+			t.Errorf("the table tests %s, which %s does not grant", c.perm, f.path)
 		}
 		covered = append(covered, c.perm)
 	}
 	for _, p := range perms {
 		if !slices.Contains(covered, p) {
-			t.Errorf("%s grants %s, but the table has nothing that needs it", rbacFile, p)
+			t.Errorf("%s grants %s, but the table has nothing that needs it", f.path, p)
 		}
 	}
 	if t.Failed() {
@@ -111,12 +153,13 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	setup(t)
 	start := time.Now()
-	t.Cleanup(func() { t.Logf("TestLeastPrivilege: %s", time.Since(start).Round(time.Millisecond)) })
-	for i, a := range []action{stepAction{}, stepAction{noWatchList: true}, stepAction{portForward: true}, stepAction{change: withTokenAuth}, lsAction{}, gcAction{}} {
+	t.Cleanup(func() { t.Logf("%s: %s", t.Name(), time.Since(start).Round(time.Millisecond)) })
+	prefix := strings.TrimSuffix(filepath.Base(f.path), ".yaml")
+	for i, a := range full {
 		t.Run(fmt.Sprintf("full Role/%s", a), func(t *testing.T) {
 			t.Parallel()
-			ns := namespace(t, fmt.Sprintf("e2e-lp-full-%d", i))
-			applyRBAC(t, ns, func(rules []any) []any { return rules })
+			ns := namespace(t, fmt.Sprintf("e2e-lp-%s-full-%d", prefix, i))
+			applyRBAC(t, f, ns, func(rules []any) []any { return rules })
 			var mu sync.Mutex
 			var warnings []string
 			err := a.do(t, ns, func(level, msg string) {
@@ -127,26 +170,30 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 			})
 			if err != nil {
-				t.Fatalf("%s as %s/raystep: %v", a, ns, err)
+				t.Fatalf("%s as %s in %s: %v", a, who(f.as(ns)), ns, err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if len(warnings) > 0 {
-				t.Errorf("%s as %s/raystep lacks a permission: %q", a, ns, warnings)
+				t.Errorf("%s as %s in %s lacks a permission: %q", a, who(f.as(ns)), ns, warnings)
 			}
 		})
 	}
-	for i, c := range leastPrivilege {
+	for i, c := range table {
 		t.Run(fmt.Sprintf("without %s/%s", c.perm, c.run), func(t *testing.T) {
 			t.Parallel()
-			ns := namespace(t, fmt.Sprintf("e2e-lp-%d", i))
-			applyRBAC(t, ns, without(c.perm))
+			ns := namespace(t, fmt.Sprintf("e2e-lp-%s-%d", prefix, i))
+			applyRBAC(t, f, ns, without(c.perm))
 			err := c.run.do(t, ns, nil)
 			if err == nil {
 				t.Fatalf("%s without %s succeeded", c.run, c.perm)
 			}
-			if _, ok := c.run.(stepAction); ok && !errors.Is(err, runner.ErrInfrastructure) {
+			var exit *exitError
+			switch _, step := c.run.(stepAction); {
+			case step && !errors.Is(err, runner.ErrInfrastructure):
 				t.Errorf("step error is not an infrastructure failure (exit 3): %v", err)
+			case errors.As(err, &exit) && exit.code != 3:
+				t.Errorf("raystep exited %d, want 3 (an infrastructure failure): %v", exit.code, err)
 			}
 			t.Logf("%s without %s: %v", c.run, c.perm, err)
 			want := c.perm.forbidden(ns)
@@ -366,14 +413,14 @@ func tornDown(t *testing.T, ns string) {
 	}
 }
 
-// clearNamespace deletes, as the admin, the RayJobs and heartbeat Leases
-// a test left in ns and waits until they, their RayClusters and pods are
+// clearNamespace deletes, as the admin, the RayJobs, RayClusters and
+// heartbeat Leases a test left in ns and waits until they, their RayClusters and pods are
 // gone.
 func clearNamespace(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
-	for _, obj := range []client.Object{&rayv1.RayJob{}, &coordinationv1.Lease{}} {
+	for _, obj := range []client.Object{&rayv1.RayJob{}, &rayv1.RayCluster{}, &coordinationv1.Lease{}} {
 		if err := shared.k8s.Client.DeleteAllOf(ctx, obj, client.InNamespace(ns), fg); err != nil {
 			t.Errorf("delete the %T left in %s: %v", obj, ns, err)
 		}
@@ -413,10 +460,10 @@ type rayNoWatchList struct{ rayclient.Interface }
 // IsWatchListSemanticsUnSupported tells client-go not to stream lists.
 func (rayNoWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
-// rbacObjects reads rbacFile's objects.
-func rbacObjects(t *testing.T) []*unstructured.Unstructured {
+// rbacObjects reads the objects of the RBAC example file.
+func rbacObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(rbacFile)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +474,7 @@ func rbacObjects(t *testing.T) []*unstructured.Unstructured {
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			return objs
 		} else if err != nil {
-			t.Fatalf("%s: %v", rbacFile, err)
+			t.Fatalf("%s: %v", file, err)
 		}
 		if len(obj.Object) > 0 {
 			objs = append(objs, obj)
@@ -435,11 +482,11 @@ func rbacObjects(t *testing.T) []*unstructured.Unstructured {
 	}
 }
 
-// rolePermissions lists every verb of every rule of rbacFile's Role.
-func rolePermissions(t *testing.T) []permission {
+// rolePermissions lists every verb of every rule of file's Role.
+func rolePermissions(t *testing.T, file string) []permission {
 	t.Helper()
 	var perms []permission
-	for _, obj := range rbacObjects(t) {
+	for _, obj := range rbacObjects(t, file) {
 		if obj.GetKind() != "Role" {
 			continue
 		}
@@ -494,16 +541,18 @@ func without(p permission) func(rules []any) []any {
 	}
 }
 
-// applyRBAC creates rbacFile's objects in ns instead of ml-ads, with the
+// applyRBAC creates f's objects in ns instead of ml-ads, with the
 // Role's rules changed by edit, and deletes them after the test.
-func applyRBAC(t *testing.T, ns string, edit func(rules []any) []any) {
+func applyRBAC(t *testing.T, f roleFile, ns string, edit func(rules []any) []any) {
 	t.Helper()
 	var granted permission
-	for _, obj := range rbacObjects(t) {
+	for _, obj := range rbacObjects(t, f.path) {
 		obj.SetNamespace(ns)
 		if subjects, ok := obj.Object["subjects"].([]any); ok {
 			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
+				if sub := s.(map[string]any); sub["kind"] == "ServiceAccount" {
+					sub["namespace"] = ns
+				}
 			}
 		}
 		if rules, ok := obj.Object["rules"].([]any); ok {
@@ -519,7 +568,8 @@ func applyRBAC(t *testing.T, ns string, edit func(rules []any) []any) {
 			}
 		})
 	}
-	awaitGranted(t, ns, granted)
+	cfg := f.as(ns)
+	awaitAllowed(t, cfg, who(cfg), ns, granted)
 }
 
 // firstPermission is the first verb of the first rule.
@@ -528,16 +578,9 @@ func firstPermission(rules []any) permission {
 	return permission{stringsOf(rule["apiGroups"])[0], stringsOf(rule["resources"])[0], stringsOf(rule["verbs"])[0]}
 }
 
-// awaitGranted waits until the API server's authorizer, which learns of
-// Roles and RoleBindings by watch, lets ns/raystep do p: from then on the
-// Role just created is in force.
-func awaitGranted(t *testing.T, ns string, p permission) {
-	t.Helper()
-	awaitAllowed(t, asServiceAccount(ns), ns+"/raystep", ns, p)
-}
-
 // awaitAllowed waits until the API server lets who, as cfg authenticates
-// them, do p in ns.
+// them, do p in ns: the authorizer learns of Roles and RoleBindings by
+// watch, and from then on the Role just created is in force.
 func awaitAllowed(t *testing.T, cfg *rest.Config, who, ns string, p permission) {
 	t.Helper()
 	kube, err := kubernetes.NewForConfig(cfg)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +131,70 @@ func TestRunScopedClusterExpires(t *testing.T) {
 	if err == nil && now.DeletionTimestamp == nil {
 		t.Errorf("gc kept the expired run cluster %s", rc.Name)
 	}
+}
+
+// TestRunScopedClusterSIGKILLThenGC: a real step of a Dagster run with
+// reuse: run and a short timeouts.run creates the run's RayCluster and is
+// SIGKILLed with its process group (no teardown, no sensor). gc keeps the
+// cluster until its expiry (the run's timeout after the step attached),
+// then deletes it, and its pods go with it.
+func TestRunScopedClusterSIGKILLThenGC(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	bin := buildRaystep(t)
+	ns := namespace(t, "e2e-run-sigkill")
+	t.Cleanup(func() { clearNamespace(t, ns) })
+	run := "9e8d7c6b-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	ray := admin(t).Ray.RayV1()
+	w, err := ray.RayClusters(ns).Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	s := runStep(t, bin, ns, run, "e2e/model", t.TempDir(), "spec.timeouts.provision=50s", "spec.timeouts.run=1m")
+	p := s.start(t)
+	var rc *rayv1.RayCluster
+	for rc == nil {
+		select {
+		case ev := <-w.ResultChan():
+			if c, ok := ev.Object.(*rayv1.RayCluster); ok && ev.Type == watch.Added {
+				rc = c
+			}
+		case <-p.done:
+			t.Fatalf("raystep exited (%v) before it created the run's RayCluster:\n%s", p.err, p.out.String())
+		case <-time.After(4 * time.Minute):
+			t.Fatalf("no RayCluster after 4m:\n%s", p.out.String())
+		}
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != -1 {
+		t.Fatalf("SIGKILLed raystep exited %d, want killed", code)
+	}
+	if rc.Labels[kuberay.LabelKind] != kuberay.KindRun {
+		t.Fatalf("RayCluster %s of kind %q, want run", rc.Name, rc.Labels[kuberay.LabelKind])
+	}
+	expires := expiry(t, rc)
+	env := interactiveEnv(t)
+	if gc := mustRaystep(t, env, "gc", "-n", ns); !strings.Contains(gc.stdout, "kept RayCluster "+ns+"/"+rc.Name+": run-scoped, expires in ") {
+		t.Errorf("gc before the expiry said:\n%s\nwant it to keep %s, run-scoped", gc.stdout, rc.Name)
+	}
+	if got := rayCluster(t, ns, rc.Name); got.UID != rc.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("gc before the expiry deleted the run's cluster")
+	}
+	select { // until the expiry has passed: RFC 3339 keeps whole seconds
+	case <-time.After(time.Until(expires.Add(time.Second))):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	if gc := mustRaystep(t, env, "gc", "-n", ns); !strings.Contains(gc.stdout, "deleted RayCluster "+ns+"/"+rc.Name+": run-scoped, expired ") {
+		t.Errorf("gc after the expiry said:\n%s\nwant it to delete %s, run-scoped and expired", gc.stdout, rc.Name)
+	}
+	// Wait by watch until gc's delete is done (deleting again is a no-op).
+	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	if err := i.Delete(t.Context(), ns, rc.Name, rc.UID); err != nil {
+		t.Fatal(err)
+	}
+	nothingLeft(t, ns)
 }

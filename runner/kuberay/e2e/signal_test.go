@@ -140,6 +140,8 @@ func (s *dagsterStep) start(t *testing.T) *process {
 	p := &process{cmd: exec.Command(s.bin, s.args...), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = s.env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// A process group of its own: a test may kill it with all it started.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.WaitDelay = 10 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

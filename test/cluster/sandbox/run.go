@@ -37,6 +37,8 @@ type options struct {
 	rbacSet    bool // -rbac was given: the file must exist
 	fast       bool
 	kueue      bool
+	audit      bool
+	uiAddr     string
 }
 
 // defaultRBAC is the manifest -rbac applies unless told otherwise, looked up
@@ -55,7 +57,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
 	fs.StringVar(&o.rbac, "rbac", defaultRBAC, "manifest of ServiceAccounts, Roles and RoleBindings applied into the profile's namespace, so Ray pods' service account exists (default: "+defaultRBAC+" above the working directory, skipped when absent; empty disables)")
 	fs.BoolVar(&o.fast, "fast", false, "pods start without kwok's realistic delays")
+	fs.BoolVar(&o.audit, "audit", false, "the API server writes an audit log of every request (Metadata level, one JSON event a line) to DIR/logs/audit.jsonl, named by the env file's SANDBOX_AUDIT_LOG")
 	fs.BoolVar(&o.kueue, "kueue", false, "start Kueue with one LocalQueue per GPU pool in the profile's namespace (on by itself when the profile names a queue); a profile without queues is copied to DIR/profile.yaml with each GPU type queued in the LocalQueue of its name, and the env file points RAYSTEP_PROFILE at it")
+	fs.StringVar(&o.uiAddr, "ui-addr", "127.0.0.1:0", "loopback address of the raystep ui page of the sandbox's clusters (port 0 picks a free one; empty: no page)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,6 +113,7 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 	if o.fast {
 		opts.KwokStages = cluster.FastStages()
 	}
+	opts.Audit = o.audit
 	opts.Kueue = o.kueue || queued(profile)
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
@@ -132,9 +137,17 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
-	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), profilePath)
+	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), profilePath, c.AuditLogPath)
 	if err != nil {
 		return err
+	}
+	if o.uiAddr != "" {
+		url, stop, err := startUI(ctx, c, o.uiAddr, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(stderr, "sandbox: raystep ui, the live page of the sandbox's clusters: %s\n", url)
 	}
 	fmt.Fprintf(stdout, "%s\n", o.dir)
 	fmt.Fprintf(stderr, "sandbox: ready; run `. %s` and use kubectl or raystep --backend kuberay. Ctrl-C stops it.\n", envFile)
@@ -200,8 +213,9 @@ func teardown(ctx context.Context) (context.Context, context.CancelFunc) {
 // writeFiles writes dir/kubeconfig and dir/env and returns the env file.
 // The env file sets no dashboard URL: raystep port-forwards to each head
 // pod, as from a laptop, and kwok forwards the head pod's dashboard port
-// to the sandbox's Ray head at dashboardURL.
-func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile string) (string, error) {
+// to the sandbox's Ray head at dashboardURL. With an audit log it names
+// it as SANDBOX_AUDIT_LOG, for scripts that count requests.
+func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile, auditLog string) (string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, c.KubeConfig, 0o600); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
@@ -219,6 +233,9 @@ func writeFiles(dir string, c *cluster.Cluster, dashboardURL, profile string) (s
 			return "", fmt.Errorf("profile path: %w", err)
 		}
 		lines = append(lines, "export RAYSTEP_PROFILE="+quote(abs))
+	}
+	if auditLog != "" {
+		lines = append(lines, "export SANDBOX_AUDIT_LOG="+quote(auditLog))
 	}
 	if err := os.WriteFile(env, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("write env file: %w", err)

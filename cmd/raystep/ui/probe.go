@@ -1,0 +1,230 @@
+package ui
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raystep/raystep/raysubmit"
+)
+
+// A probe asks one cluster's Ray head, every Poll, for its jobs and its
+// nodes' utilization, while a page of the cluster is open and for
+// probeLinger after the last one closed: one set of requests per cluster
+// whatever the number of tabs, and a chart that has history when a page
+// opens again.
+const (
+	defaultPoll = 5 * time.Second
+	probeLinger = 10 * time.Minute
+	// utilWindow is how far back the utilization charts go.
+	utilWindow = 10 * time.Minute
+)
+
+// Sample is one node's utilization at one time, in percent; GPU is -1 on
+// a node without GPUs.
+type Sample struct {
+	At       time.Time
+	CPU, Mem float64
+	GPU      float64
+}
+
+// probe is the shared state of one cluster's head.
+type probe struct {
+	mu      sync.Mutex
+	jobs    []raysubmit.JobDetails
+	nodes   map[string][]Sample // by node (host name, "head" marked)
+	err     error               // the last poll's failure, nil once one worked
+	polled  bool                // a poll finished
+	changed chan struct{}
+}
+
+// probes are the running probes by record key.
+type probes struct {
+	pool  pool[*probe]
+	reach Reach
+	find  func(key string) *Record // the current record of a key
+	poll  time.Duration
+}
+
+// acquire returns the running probe of r, starting it, and a release.
+func (ps *probes) acquire(r *Record) (*probe, func()) {
+	key := r.Key()
+	return ps.pool.acquire(key, func(ctx context.Context, _ func()) *probe {
+		p := &probe{nodes: map[string][]Sample{}, changed: make(chan struct{})}
+		go ps.run(ctx, p, key)
+		return p
+	})
+}
+
+// run polls until ctx is done.
+func (ps *probes) run(ctx context.Context, p *probe, key string) {
+	poll := ps.poll
+	if poll <= 0 {
+		poll = defaultPoll
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		p.record(ps.once(ctx, key))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// result is one poll.
+type result struct {
+	jobs  []raysubmit.JobDetails
+	nodes []nodeStats
+	at    time.Time
+	err   error
+}
+
+// once asks the head of the cluster named key for its jobs and node
+// stats, within one poll.
+func (ps *probes) once(ctx context.Context, key string) result {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	r := ps.find(key)
+	if r == nil {
+		return result{err: fmt.Errorf("%s: %w: the cluster is gone", key, ErrNoDashboard)}
+	}
+	h, err := ps.reach(ctx, r)
+	if err != nil {
+		return result{err: err}
+	}
+	c, err := h.Client()
+	if err != nil {
+		return result{err: err}
+	}
+	c.HTTP.RetryMax = 1
+	jobs, err := c.List(ctx)
+	if err != nil {
+		return result{err: fmt.Errorf("list the Ray jobs: %w", err)}
+	}
+	nodes, err := nodeSummary(ctx, c)
+	if err != nil {
+		return result{jobs: jobs, err: err}
+	}
+	return result{jobs: jobs, nodes: nodes, at: time.Now()}
+}
+
+// record keeps a poll's result and tells the pages.
+func (p *probe) record(res result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polled, p.err = true, res.err
+	if res.jobs != nil {
+		slices.SortFunc(res.jobs, func(a, b raysubmit.JobDetails) int { return int(b.StartTime - a.StartTime) })
+		p.jobs = res.jobs
+	}
+	cutoff := res.at.Add(-utilWindow)
+	for _, n := range res.nodes {
+		s := append(p.nodes[n.name], n.sample(res.at))
+		i, _ := slices.BinarySearchFunc(s, cutoff, func(x Sample, t time.Time) int { return x.At.Compare(t) })
+		p.nodes[n.name] = s[i:]
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next poll.
+func (p *probe) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// state returns the jobs, the utilization by node and the last failure.
+func (p *probe) state() ([]raysubmit.JobDetails, map[string][]Sample, error, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	nodes := make(map[string][]Sample, len(p.nodes))
+	for k, v := range p.nodes {
+		nodes[k] = slices.Clone(v)
+	}
+	return slices.Clone(p.jobs), nodes, p.err, p.polled
+}
+
+// await waits until the probe polled once, at most d.
+func (p *probe) await(ctx context.Context, d time.Duration) {
+	p.mu.Lock()
+	polled, ch := p.polled, p.changed
+	p.mu.Unlock()
+	if polled {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// nodeStats is one node of the dashboard's GET /nodes?view=summary, as
+// Ray 2.60's reporter agent publishes it (keys in camelCase).
+type nodeStats struct {
+	name     string
+	Hostname string    `json:"hostname"`
+	IP       string    `json:"ip"`
+	CPU      float64   `json:"cpu"` // percent
+	Mem      []float64 `json:"mem"` // total, available, percent, used (bytes)
+	GPUs     []struct {
+		Utilization *float64 `json:"utilizationGpu"`
+	} `json:"gpus"`
+	Raylet struct {
+		NodeID     string `json:"nodeId"`
+		State      string `json:"state"`
+		IsHeadNode bool   `json:"isHeadNode"`
+	} `json:"raylet"`
+}
+
+func (n nodeStats) sample(at time.Time) Sample {
+	s := Sample{At: at, CPU: n.CPU, GPU: -1}
+	if len(n.Mem) >= 3 {
+		s.Mem = n.Mem[2]
+	}
+	var sum float64
+	var count int
+	for _, g := range n.GPUs {
+		if g.Utilization != nil {
+			sum += *g.Utilization
+			count++
+		}
+	}
+	if count > 0 {
+		s.GPU = sum / float64(count)
+	}
+	return s
+}
+
+// nodeSummary asks the dashboard for its alive nodes' stats.
+func nodeSummary(ctx context.Context, c *raysubmit.Client) ([]nodeStats, error) {
+	var body struct {
+		Data struct {
+			Summary []nodeStats `json:"summary"`
+		} `json:"data"`
+	}
+	if err := c.GetJSON(ctx, "/nodes?view=summary", &body); err != nil {
+		return nil, fmt.Errorf("read node stats: %w", err)
+	}
+	out := body.Data.Summary[:0]
+	for _, n := range body.Data.Summary {
+		if n.Raylet.State != "" && n.Raylet.State != "ALIVE" {
+			continue
+		}
+		n.name = cmp.Or(n.Hostname, n.IP, n.Raylet.NodeID)
+		if n.Raylet.IsHeadNode {
+			n.name += " (head)"
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
