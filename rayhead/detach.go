@@ -167,17 +167,34 @@ func zombie(pid int) bool {
 // that the pid is still the keeper's, so a pid reused meanwhile is never
 // signalled.
 func (d Detached) signal(sig syscall.Signal) error {
-	fd, err := unix.PidfdOpen(d.Pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return ErrKeeperGone
-	}
+	fd, err := d.pidfd()
 	if err != nil {
-		return fmt.Errorf("open keeper pid %d: %w", d.Pid, err)
+		return err
 	}
 	defer unix.Close(fd)
-	if !d.Running() {
-		return ErrKeeperGone
+	return d.send(fd, sig)
+}
+
+// pidfd opens a pidfd of the keeper, after which its pid can no longer
+// name another process, and checks that the pid is still the keeper's. It
+// returns ErrKeeperGone when it is not.
+func (d Detached) pidfd() (int, error) {
+	fd, err := unix.PidfdOpen(d.Pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, ErrKeeperGone
 	}
+	if err != nil {
+		return -1, fmt.Errorf("open keeper pid %d: %w", d.Pid, err)
+	}
+	if !d.Running() {
+		unix.Close(fd)
+		return -1, ErrKeeperGone
+	}
+	return fd, nil
+}
+
+// send sends sig to the keeper through its pidfd fd.
+func (d Detached) send(fd int, sig syscall.Signal) error {
 	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("signal keeper pid %d: %w", d.Pid, err)
 	}
@@ -200,25 +217,58 @@ func (d Detached) Reload() error {
 // mentions the temp dir and the dir is gone; if ctx ends first, the keeper
 // carries on alone.
 func (d Detached) Stop(ctx context.Context) error {
-	err := d.signal(syscall.SIGTERM)
-	if err != nil && !errors.Is(err, ErrKeeperGone) {
+	fd, err := d.pidfd()
+	switch {
+	case errors.Is(err, ErrKeeperGone):
+	case err != nil:
 		return fmt.Errorf("stop ray head %s: %w", d.TempDir, err)
-	}
-	poll := d.Poll
-	if poll == 0 {
-		poll = 50 * time.Millisecond
-	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for d.Running() {
-		select {
-		case <-ctx.Done():
+	default:
+		defer unix.Close(fd)
+		if err := d.send(fd, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("stop ray head %s: %w", d.TempDir, err)
+		}
+		// The pidfd turns readable once the keeper has exited. Its command
+		// line, which Running reads, empties earlier, while it is still
+		// exiting; so the pidfd, not Running, says when it is gone.
+		if err := awaitExit(ctx, []int{fd}, d.Poll); err != nil {
 			return fmt.Errorf("stop ray head %s: its keeper (pid %d) is still stopping it: %w",
-				d.TempDir, d.Pid, context.Cause(ctx))
-		case <-tick.C:
+				d.TempDir, d.Pid, err)
 		}
 	}
 	return Reclaim(ctx, d.TempDir)
+}
+
+// awaitExit waits until every pidfd in fds is readable (its process has
+// exited), checking ctx every poll (50ms when 0). It returns ctx's cause
+// if ctx ends first.
+func awaitExit(ctx context.Context, fds []int, poll time.Duration) error {
+	if poll <= 0 {
+		poll = 50 * time.Millisecond
+	}
+	pfds := make([]unix.PollFd, 0, len(fds))
+	for _, fd := range fds {
+		pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	for len(pfds) > 0 {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		n, err := unix.Poll(pfds, int(poll.Milliseconds()))
+		if errors.Is(err, unix.EINTR) || n == 0 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("poll pidfds: %w", err)
+		}
+		waiting := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				waiting = append(waiting, p)
+			}
+		}
+		pfds = waiting
+	}
+	return nil
 }
 
 // Reclaim removes what is left of a head whose keeper is gone: it kills
@@ -233,6 +283,7 @@ func Reclaim(ctx context.Context, dir string) error {
 		return fmt.Errorf("reclaim ray head: temp dir %q is not an absolute path", dir)
 	}
 	f := newHeadFinder(dir)
+	defer f.close()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -250,6 +301,9 @@ func Reclaim(ctx context.Context, dir string) error {
 				dir, strings.Join(names, ", "), context.Cause(ctx))
 		case <-tick.C:
 		}
+	}
+	if err := awaitExit(ctx, f.pidfds(), 0); err != nil {
+		return fmt.Errorf("processes of the ray head in %s are still exiting after SIGKILL: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove ray head temp dir: %w", err)

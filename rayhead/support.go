@@ -13,11 +13,17 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // killStragglers SIGKILLs the processes of the head whose temp dir is dir
 // (headFinder). It reads /proc and does nothing elsewhere.
-func killStragglers(dir string) { newHeadFinder(dir).kill() }
+func killStragglers(dir string) {
+	f := newHeadFinder(dir)
+	f.kill()
+	f.close()
+}
 
 // headMark is set, to the head's temp dir, in the environment of `ray
 // start`, so that a process of the head that names the temp dir neither on
@@ -37,6 +43,11 @@ type headFinder struct {
 	mark      []byte
 	group     int
 	confirmed bool
+	// killed holds a pidfd of every process kill signalled, by pid, so
+	// that its exit can be awaited: an exiting process's command line and
+	// environment read empty, so find no longer sees it, well before it
+	// is gone.
+	killed map[int]int
 }
 
 func newHeadFinder(dir string) *headFinder {
@@ -83,13 +94,42 @@ func (f *headFinder) find() map[int]string {
 	return out
 }
 
-// kill SIGKILLs what find finds and returns it.
+// kill SIGKILLs what find finds and returns it. Each process is
+// signalled through a pidfd that f keeps until close.
 func (f *headFinder) kill() map[int]string {
 	left := f.find()
 	for pid := range left {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		fd, ok := f.killed[pid]
+		if !ok {
+			var err error
+			if fd, err = unix.PidfdOpen(pid, 0); err != nil {
+				continue // gone already
+			}
+			if f.killed == nil {
+				f.killed = map[int]int{}
+			}
+			f.killed[pid] = fd
+		}
+		_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
 	}
 	return left
+}
+
+// pidfds returns the pidfds of the processes kill signalled.
+func (f *headFinder) pidfds() []int {
+	fds := make([]int, 0, len(f.killed))
+	for _, fd := range f.killed {
+		fds = append(fds, fd)
+	}
+	return fds
+}
+
+// close closes the pidfds kill opened.
+func (f *headFinder) close() {
+	for pid, fd := range f.killed {
+		_ = unix.Close(fd)
+		delete(f.killed, pid)
+	}
 }
 
 // procState returns pid's state letter and process group from

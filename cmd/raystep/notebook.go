@@ -165,8 +165,9 @@ func (a *app) awaitNotebook(ctx context.Context, r *reached, st *notebook.Starte
 }
 
 // reforward is a port-forward to the notebook's port that base opens
-// again, on the same local port, when it ended: the forward ends when
-// the head refuses a connection, as it does until the server listens.
+// again, on the same local port, when it ended for good. (A HeadForward
+// opens itself again when the head refuses a connection, as it does until
+// the server listens; it ends only when it cannot.)
 type reforward struct {
 	r             *reached
 	local, remote uint16

@@ -2,9 +2,11 @@ package kuberay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,12 +19,18 @@ import (
 
 // HeadForward is a port-forward from 127.0.0.1 to a port of an
 // interactive cluster's running head pod (`raystep dashboard`,
-// `raystep notebook`). Unlike a step's, it is not opened again when it
-// breaks: the person holding it sees it end and runs the command again.
+// `raystep notebook`, the UI, up --notebook). Like a step's, it is opened
+// again on the same local port when it breaks: client-go ends a whole
+// forward when one of its connections fails upstream (a refused or reset
+// connection to the pod's port), and a URL already handed out, to a
+// browser or to a Jobs API client, must keep working. It ends for good
+// only when Close is called or when it cannot be opened again for
+// HeadForwardGiveUp.
 type HeadForward struct {
 	// URL is the forward's local address, http://127.0.0.1:PORT.
 	URL string
-	// Pod is the head pod it goes to.
+	// Pod is the head pod it first went to; once opened again it goes
+	// to the cluster's running head, which may be a new pod.
 	Pod   string
 	stop  chan struct{}
 	once  sync.Once
@@ -30,11 +38,15 @@ type HeadForward struct {
 	err   error // why it ended, set before ended is closed
 }
 
-// Done is closed when the forward ended: by itself (the head pod went,
-// the connection broke; Err says why) or by Close.
+// HeadForwardGiveUp is how long a broken HeadForward keeps trying to
+// open again before it ends.
+const HeadForwardGiveUp = defaultForwardGiveUp
+
+// Done is closed when the forward ended for good: it could not be opened
+// again (the head pod went; Err says why), or Close was called.
 func (f *HeadForward) Done() <-chan struct{} { return f.ended }
 
-// Err is why the forward ended, once Done is closed.
+// Err is why the forward ended, once Done is closed; nil after Close.
 func (f *HeadForward) Err() error {
 	<-f.ended
 	return f.err
@@ -48,7 +60,8 @@ func (f *HeadForward) Close() {
 
 // ForwardHead waits by watch, within ctx, until rc has a running head pod
 // and opens a port-forward from 127.0.0.1:local (0 picks one) to its port
-// remote, with the credentials of cfg.
+// remote, with the credentials of cfg. The forward outlives ctx: it lasts
+// until Close.
 func (i *Interactive) ForwardHead(ctx context.Context, cfg *rest.Config, rc *rayv1.RayCluster, local, remote uint16) (*HeadForward, error) {
 	pod, err := i.runningHead(ctx, rc)
 	if err != nil {
@@ -61,10 +74,79 @@ func (i *Interactive) ForwardHead(ctx context.Context, cfg *rest.Config, rc *ray
 	}
 	f := &HeadForward{URL: "http://127.0.0.1:" + strconv.Itoa(int(port)), Pod: pod, stop: stop, ended: make(chan struct{})}
 	go func() {
-		f.err = <-done
-		close(f.ended)
+		defer close(f.ended)
+		f.err = f.keep(done, i.Notify, func(ctx context.Context) (<-chan error, error) {
+			pod, err := i.runningHead(ctx, rc)
+			if err != nil {
+				return nil, err
+			}
+			_, done, err := dialPod(ctx, cfg, i.Kube, rc.Namespace, pod, port, remote, stop)
+			return done, err
+		})
 	}()
 	return f, nil
+}
+
+// keep waits until the forward whose end done reports ends, and opens it
+// again with dial whenever it broke rather than stopped, backing off
+// between failed attempts. It returns nil once stopped, and dial's last
+// error once it failed for HeadForwardGiveUp. A break mended at the first
+// attempt is routine (every refused connection ends a forward) and goes
+// unsaid; an outage is told to notify, and its end too.
+func (f *HeadForward) keep(done <-chan error, notify Notify, dial func(context.Context) (<-chan error, error)) error {
+	for {
+		select {
+		case <-f.stop:
+			<-done
+			return nil
+		case <-done:
+			select {
+			case <-f.stop:
+				return nil
+			default:
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), HeadForwardGiveUp)
+		var err error
+		done, err = f.reopen(ctx, notify, dial)
+		cancel()
+		if err != nil {
+			if errors.Is(err, errForwardStopped) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// reopen dials until a forward works, or until ctx ends or the forward
+// is stopped.
+func (f *HeadForward) reopen(ctx context.Context, notify Notify, dial func(context.Context) (<-chan error, error)) (<-chan error, error) {
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		done, err := dial(ctx)
+		if err == nil {
+			if attempt > 1 {
+				notify.info(fmt.Sprintf("port-forward %s open again (attempt %d)", f.URL, attempt))
+			}
+			return done, nil
+		}
+		if attempt == 1 {
+			notify.warn(fmt.Sprintf("port-forward %s broke and does not open again yet; trying for %s: %v", f.URL, HeadForwardGiveUp, err))
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-f.stop:
+			timer.Stop()
+			return nil, errForwardStopped
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("port-forward to %s broke and could not be opened again for %s (attempts: %d): %w",
+				f.URL, HeadForwardGiveUp, attempt, err)
+		case <-timer.C:
+		}
+		wait = min(2*wait, forwardBackoffMax)
+	}
 }
 
 // runningHead returns the name of rc's running head pod, waiting by

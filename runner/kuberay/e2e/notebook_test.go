@@ -113,6 +113,9 @@ func startHolder(t *testing.T, env []string, args ...string) *holder {
 			_ = h.cmd.Process.Kill()
 			_ = h.cmd.Wait()
 		}
+		if t.Failed() {
+			t.Logf("raystep %s said on stderr:\n%s", strings.Join(args, " "), h.stderr.String())
+		}
 	})
 	line, err := bufio.NewReader(out).ReadString('\n') // EOF when it exits first
 	if err != nil {
