@@ -46,13 +46,16 @@ type head struct {
 	tempDir string
 }
 
-// startedHead reads the wrapper's log for the `ray start` invocation.
-func startedHead(t *testing.T, invocations string) head {
+// startedHeads reads the wrapper's log for every `ray start` invocation,
+// in order. rayhead starts a head again (up to 3 times) when ray's own
+// start fails in a way worth retrying, which a busy machine provokes.
+func startedHeads(t *testing.T, invocations string) []head {
 	t.Helper()
 	b, err := os.ReadFile(invocations)
 	if err != nil {
 		t.Fatalf("ray was never run: %v", err)
 	}
+	var heads []head
 	for _, line := range strings.Split(string(b), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 2 || fields[1] != "start" {
@@ -65,10 +68,20 @@ func startedHead(t *testing.T, invocations string) head {
 				h.tempDir = dir
 			}
 		}
-		return h
+		heads = append(heads, h)
 	}
-	t.Fatalf("no `ray start` in %q", b)
-	return head{}
+	if len(heads) == 0 {
+		t.Fatalf("no `ray start` in %q", b)
+	}
+	return heads
+}
+
+// startedHead is the last `ray start`: the head that came up, when an
+// earlier attempt failed.
+func startedHead(t *testing.T, invocations string) head {
+	t.Helper()
+	heads := startedHeads(t, invocations)
+	return heads[len(heads)-1]
 }
 
 // TestRunSIGTERM sends SIGTERM to a raystep binary while its job runs on a

@@ -40,7 +40,9 @@ func TestRunTrainUnderPipes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
-	assertHeadGone(t, startedHead(t, invocations))
+	for _, h := range startedHeads(t, invocations) {
+		assertHeadGone(t, h)
+	}
 	ms := readMessages(t, messages)
 	got := methods(ms)
 	if got[0] != "opened" || got[len(got)-1] != "closed" {

@@ -251,6 +251,14 @@ func TestLocalUpLifecycle(t *testing.T) {
 	if h.tempDir != rec.TempDir {
 		t.Fatalf("ray started with --temp-dir=%s, the record says %s", h.tempDir, rec.TempDir)
 	}
+	if heads := startedHeads(t, e.invocations); len(heads) > 1 {
+		t.Logf("up started ray %d times", len(heads))
+		for _, failed := range heads[:len(heads)-1] {
+			if left := processesMentioning(t, failed.tempDir); len(left) > 0 {
+				t.Errorf("processes %v of a failed start (temp dir %s) still run", left, failed.tempDir)
+			}
+		}
+	}
 	if !running(h.keeper) || rec.Owner != "tester" {
 		t.Fatalf("after up: supervisor %d running %v, owner %q; want running, tester", h.keeper, running(h.keeper), rec.Owner)
 	}
