@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A detached head outlives the process that started it. Its keeper is the
@@ -167,35 +165,35 @@ func zombie(pid int) bool {
 // that the pid is still the keeper's, so a pid reused meanwhile is never
 // signalled.
 func (d Detached) signal(sig syscall.Signal) error {
-	fd, err := d.pidfd()
+	h, err := d.open()
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	return d.send(fd, sig)
+	defer h.close()
+	return d.send(h, sig)
 }
 
-// pidfd opens a pidfd of the keeper, after which its pid can no longer
+// open opens a handle of the keeper, after which its pid can no longer
 // name another process, and checks that the pid is still the keeper's. It
 // returns ErrKeeperGone when it is not.
-func (d Detached) pidfd() (int, error) {
-	fd, err := unix.PidfdOpen(d.Pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return -1, ErrKeeperGone
+func (d Detached) open() (procHandle, error) {
+	h, err := openProc(d.Pid)
+	if errors.Is(err, errProcGone) {
+		return h, ErrKeeperGone
 	}
 	if err != nil {
-		return -1, fmt.Errorf("open keeper pid %d: %w", d.Pid, err)
+		return h, fmt.Errorf("open keeper pid %d: %w", d.Pid, err)
 	}
 	if !d.Running() {
-		unix.Close(fd)
-		return -1, ErrKeeperGone
+		h.close()
+		return h, ErrKeeperGone
 	}
-	return fd, nil
+	return h, nil
 }
 
-// send sends sig to the keeper through its pidfd fd.
-func (d Detached) send(fd int, sig syscall.Signal) error {
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+// send sends sig to the keeper through its handle h.
+func (d Detached) send(h procHandle, sig syscall.Signal) error {
+	if err := h.signal(sig); err != nil {
 		return fmt.Errorf("signal keeper pid %d: %w", d.Pid, err)
 	}
 	return nil
@@ -217,58 +215,24 @@ func (d Detached) Reload() error {
 // mentions the temp dir and the dir is gone; if ctx ends first, the keeper
 // carries on alone.
 func (d Detached) Stop(ctx context.Context) error {
-	fd, err := d.pidfd()
+	h, err := d.open()
 	switch {
 	case errors.Is(err, ErrKeeperGone):
 	case err != nil:
 		return fmt.Errorf("stop ray head %s: %w", d.TempDir, err)
 	default:
-		defer unix.Close(fd)
-		if err := d.send(fd, syscall.SIGTERM); err != nil {
+		defer h.close()
+		if err := d.send(h, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("stop ray head %s: %w", d.TempDir, err)
 		}
-		// The pidfd turns readable once the keeper has exited. Its command
-		// line, which Running reads, empties earlier, while it is still
-		// exiting; so the pidfd, not Running, says when it is gone.
-		if err := awaitExit(ctx, []int{fd}, d.Poll); err != nil {
+		// The handle says when the keeper has exited. Its command line,
+		// which Running reads, empties earlier, while it is still exiting.
+		if err := awaitExit(ctx, []procHandle{h}, d.Poll); err != nil {
 			return fmt.Errorf("stop ray head %s: its keeper (pid %d) is still stopping it: %w",
 				d.TempDir, d.Pid, err)
 		}
 	}
 	return Reclaim(ctx, d.TempDir)
-}
-
-// awaitExit waits until every pidfd in fds is readable (its process has
-// exited), checking ctx every poll (50ms when 0). It returns ctx's cause
-// if ctx ends first.
-func awaitExit(ctx context.Context, fds []int, poll time.Duration) error {
-	if poll <= 0 {
-		poll = 50 * time.Millisecond
-	}
-	pfds := make([]unix.PollFd, 0, len(fds))
-	for _, fd := range fds {
-		pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-	}
-	for len(pfds) > 0 {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		n, err := unix.Poll(pfds, int(poll.Milliseconds()))
-		if errors.Is(err, unix.EINTR) || n == 0 {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("poll pidfds: %w", err)
-		}
-		waiting := pfds[:0]
-		for _, p := range pfds {
-			if p.Revents == 0 {
-				waiting = append(waiting, p)
-			}
-		}
-		pfds = waiting
-	}
-	return nil
 }
 
 // Reclaim removes what is left of a head whose keeper is gone: it kills
@@ -302,7 +266,7 @@ func Reclaim(ctx context.Context, dir string) error {
 		case <-tick.C:
 		}
 	}
-	if err := awaitExit(ctx, f.pidfds(), 0); err != nil {
+	if err := awaitExit(ctx, f.handles(), 0); err != nil {
 		return fmt.Errorf("processes of the ray head in %s are still exiting after SIGKILL: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

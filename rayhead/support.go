@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // killStragglers SIGKILLs the processes of the head whose temp dir is dir
@@ -43,11 +41,11 @@ type headFinder struct {
 	mark      []byte
 	group     int
 	confirmed bool
-	// killed holds a pidfd of every process kill signalled, by pid, so
+	// killed holds a handle of every process kill signalled, by pid, so
 	// that its exit can be awaited: an exiting process's command line and
 	// environment read empty, so find no longer sees it, well before it
 	// is gone.
-	killed map[int]int
+	killed map[int]procHandle
 }
 
 func newHeadFinder(dir string) *headFinder {
@@ -95,39 +93,39 @@ func (f *headFinder) find() map[int]string {
 }
 
 // kill SIGKILLs what find finds and returns it. Each process is
-// signalled through a pidfd that f keeps until close.
+// signalled through a handle that f keeps until close.
 func (f *headFinder) kill() map[int]string {
 	left := f.find()
 	for pid := range left {
-		fd, ok := f.killed[pid]
+		h, ok := f.killed[pid]
 		if !ok {
 			var err error
-			if fd, err = unix.PidfdOpen(pid, 0); err != nil {
+			if h, err = openProc(pid); err != nil {
 				continue // gone already
 			}
 			if f.killed == nil {
-				f.killed = map[int]int{}
+				f.killed = map[int]procHandle{}
 			}
-			f.killed[pid] = fd
+			f.killed[pid] = h
 		}
-		_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+		_ = h.signal(syscall.SIGKILL)
 	}
 	return left
 }
 
-// pidfds returns the pidfds of the processes kill signalled.
-func (f *headFinder) pidfds() []int {
-	fds := make([]int, 0, len(f.killed))
-	for _, fd := range f.killed {
-		fds = append(fds, fd)
+// handles returns the handles of the processes kill signalled.
+func (f *headFinder) handles() []procHandle {
+	hs := make([]procHandle, 0, len(f.killed))
+	for _, h := range f.killed {
+		hs = append(hs, h)
 	}
-	return fds
+	return hs
 }
 
-// close closes the pidfds kill opened.
+// close closes the handles kill opened.
 func (f *headFinder) close() {
-	for pid, fd := range f.killed {
-		_ = unix.Close(fd)
+	for pid, h := range f.killed {
+		h.close()
 		delete(f.killed, pid)
 	}
 }

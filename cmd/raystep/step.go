@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 	"time"
 
@@ -165,6 +166,18 @@ func (a *app) rayBin() (string, error) {
 	return bin, nil
 }
 
+// privateHeadSupported says whether this system can run a private local
+// head: rayhead finds and reaps a head's processes through Linux's /proc
+// and pidfds. Elsewhere only a cluster that exists already (RAY_ADDRESS,
+// RAYSTEP_DASHBOARD_URL) or the KubeRay backend can run a step.
+func privateHeadSupported() error {
+	if runtime.GOOS == "linux" {
+		return nil
+	}
+	return &usageError{fmt.Errorf("--backend local starts a private Ray head on Linux only, not on %s: "+
+		"use --backend kuberay, or name a running Ray cluster with RAY_ADDRESS", runtime.GOOS)}
+}
+
 // localBackend runs on a private head, or on the existing cluster that
 // RAY_ADDRESS, RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL names.
 func (a *app) localBackend() (*local.Backend, error) {
@@ -182,6 +195,9 @@ func (a *app) localBackend() (*local.Backend, error) {
 		b.Logger = b.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	if !b.Existing() {
+		if err := privateHeadSupported(); err != nil {
+			return nil, err
+		}
 		if dir, err := a.localStateDir(); err == nil {
 			b.Steps = local.StepsDir(dir) // without a home, ls and ui just do not see the step
 		}

@@ -29,6 +29,9 @@ func (a *app) upLocal(cmd *cobra.Command, o upOptions) error {
 	if err := checkLocalUpFlags(cmd); err != nil {
 		return err
 	}
+	if err := privateHeadSupported(); err != nil {
+		return err
+	}
 	cpus, err := localCPUs(cmd, o)
 	if err != nil {
 		return err
