@@ -55,6 +55,7 @@ def raystep_asset(
     tags: Mapping[str, str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     partitions_def: dg.PartitionsDefinition | None = None,
+    backfill_policy: dg.BackfillPolicy | None = None,
     retry_policy: dg.RetryPolicy | None = None,
 ) -> dg.AssetsDefinition:
     """Return an asset that is materialized by `raystep run -f spec`.
@@ -62,6 +63,12 @@ def raystep_asset(
     The Ray driver reports the materialization (and the results of `check_specs`, if it runs
     them) through Dagster Pipes; raystep adds its own `raystep/...` metadata. `overrides`
     become `--set` arguments, after the resource's and before the run config's.
+
+    With `partitions_def`, the Ray job gets the run's partitions as RAYSTEP_PARTITION_KEY (one
+    partition), RAYSTEP_PARTITION_KEY_RANGE_START/_END and, for time partitions,
+    RAYSTEP_PARTITION_TIME_WINDOW_START/_END; a spec may use them as `${NAME}`. A backfill makes
+    one run (one Ray job) per partition, unless `backfill_policy` is
+    `dg.BackfillPolicy.single_run()`: then one Ray job gets the whole range.
     """
     spec_path = os.fspath(spec)
 
@@ -78,6 +85,7 @@ def raystep_asset(
         kinds=_KINDS,
         metadata={"raystep/spec": dg.MetadataValue.path(spec_path), **(metadata or {})},
         partitions_def=partitions_def,
+        backfill_policy=backfill_policy,
         retry_policy=retry_policy,
     )
     def _asset(

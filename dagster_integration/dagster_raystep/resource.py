@@ -3,7 +3,8 @@
 raystep itself speaks Pipes: it relays the Ray driver's logs, materializations and asset checks
 and adds its own metadata (`raystep/...` keys). This module only builds the command line, starts
 it in a Pipes session (Dagster's `open_pipes_session`, with the temp-file context injector and
-message reader that `PipesSubprocessClient` uses) and turns raystep's exit code, read from the
+message reader that `PipesSubprocessClient` uses; the injector also carries a ranged step's
+partitions, see `partitions`) and turns raystep's exit code, read from the
 process itself, into a step failure.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 
 import dagster as dg
 from pydantic import Field
+
+from dagster_raystep.partitions import PartitionRangeInjector
 
 RAYSTEP_BIN_ENV = "RAYSTEP_BIN"
 """RAYSTEP_BIN_ENV names the environment variable that points at the raystep binary."""
@@ -242,7 +245,9 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
         op_context.log.info(f"raystep: {shlex.join(command)}")
         with dg.open_pipes_session(
             context=op_context,
-            context_injector=dg.PipesTempFileContextInjector(),
+            context_injector=PartitionRangeInjector(
+                op_context, dg.PipesTempFileContextInjector()
+            ),
             message_reader=dg.PipesTempFileMessageReader(),
             extras={**_check_extras(op_context), **(extras or {})},
         ) as session:

@@ -104,3 +104,63 @@ def test_model_round_trip(ads_data: ModuleType, tmp_path: Path) -> None:
 def test_missing_model_says_what_to_do(ads_data: ModuleType, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="run train.py first"):
         ads_data.load_model(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("key", "want"),
+    [
+        pytest.param(None, None, id="unset"),
+        pytest.param("", None, id="empty"),
+        pytest.param("2026-11-30", "2026-11-30", id="day"),
+    ],
+)
+def test_partition_day(
+    ads_data: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str | None,
+    want: str | None,
+) -> None:
+    if key is None:
+        monkeypatch.delenv("RAYSTEP_PARTITION_KEY", raising=False)
+    else:
+        monkeypatch.setenv("RAYSTEP_PARTITION_KEY", key)
+    assert ads_data.partition_day() == want
+
+
+@pytest.mark.parametrize(
+    "key", ["2026-11", "2026-11-31", "20261130", "2026-11-30-00:00", "eu"]
+)
+def test_partition_day_refuses_what_is_not_a_day(
+    ads_data: ModuleType, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("RAYSTEP_PARTITION_KEY", key)
+    with pytest.raises(
+        ValueError, match=rf"RAYSTEP_PARTITION_KEY='{key}': expected .*YYYY-MM-DD"
+    ):
+        ads_data.partition_day()
+
+
+def test_day_seed_differs_by_day_and_repeats_for_a_day(ads_data: ModuleType) -> None:
+    assert ads_data.day_seed(7, None) == 7
+    days = [f"2026-11-{d:02d}" for d in range(1, 31)]
+    seeds = [ads_data.day_seed(7, day) for day in days]
+    assert len(set(seeds)) == len(days)
+    assert seeds == [ads_data.day_seed(7, day) for day in days]
+    assert ads_data.day_seed(8, days[0]) != seeds[0]
+    assert all(0 <= s < 2**32 for s in seeds)
+    a, b = ads_data.day_seed(7, days[0]), ads_data.day_seed(7, days[1])
+    assert not np.array_equal(
+        ads_data.features(a, "train", np.arange(100)),
+        ads_data.features(b, "train", np.arange(100)),
+    ), "two days draw different rows"
+
+
+def test_day_dirs(
+    ads_data: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ADS_MODEL_DIR", str(tmp_path / "m"))
+    assert ads_data.model_dir() == tmp_path / "m"
+    assert ads_data.model_dir("2026-11-30") == tmp_path / "m" / "2026-11-30"
+    assert ads_data.day_dir(tmp_path, None) == tmp_path
+    assert ads_data.day_metadata(None) == {}
+    assert ads_data.day_metadata("2026-11-30") == {"day": "2026-11-30"}

@@ -17,6 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from dagster_raystep import EXIT_CODES, RaystepResource
 
+DAY = "2026-11-30"
+"""DAY is the partition the tests materialize: the example's assets are daily-partitioned."""
+
 MODEL_NODE = "ads_ranking_model"
 CHECK_NODE = "ads_ranking_model_auc_above_threshold"
 PREDICTIONS_NODE = "ads_ranking_predictions"
@@ -102,8 +105,9 @@ def materialize_daily(
     raystep: RaystepResource,
     *,
     raise_on_error: bool = True,
+    partition_key: str = DAY,
 ) -> dg.ExecuteInProcessResult:
-    """Materialize the example's daily job (model, AUC check, predictions) with raystep."""
+    """Materialize the example's daily job (model, AUC check, predictions) for one day with raystep."""
     return dg.materialize(
         [
             example.ads_ranking_model,
@@ -113,6 +117,7 @@ def materialize_daily(
         instance=instance,
         resources={"raystep": raystep},
         raise_on_error=raise_on_error,
+        partition_key=partition_key,
     )
 
 
@@ -125,16 +130,19 @@ def test_materialize_model_check_and_predictions(
 
     model = result.asset_materializations_for_node(MODEL_NODE)
     assert len(model) == 1
+    assert model[0].partition == DAY
     metadata = dict(model[0].metadata)
+    assert _text(metadata, "day") == DAY
     assert 0.0 < _float(metadata, "loss") < 0.69
     assert 0.7 <= _float(metadata, "auc") <= 1.0
     assert _int(metadata, "rows") == 200_000
     assert _int(metadata, "epochs") == 3
     _assert_raystep_metadata(metadata)
     assert model[0].tags.get("dagster/data_version") == _text(metadata, "model_version")
-    assert (tmp_path / "model" / "model.npz").is_file()
+    assert (tmp_path / "model" / DAY / "model.npz").is_file()
 
     (check,) = result.get_asset_check_evaluations()
+    assert _text(dict(check.metadata), "day") == DAY
     assert check.asset_check_key == dg.AssetCheckKey(
         dg.AssetKey(MODEL_NODE), "auc_above_threshold"
     )
@@ -150,11 +158,13 @@ def test_materialize_model_check_and_predictions(
     assert check.description == f"auc {auc:.3f} >= threshold 0.7"
 
     (predictions,) = result.asset_materializations_for_node(PREDICTIONS_NODE)
+    assert predictions.partition == DAY
     metadata = dict(predictions.metadata)
+    assert _text(metadata, "day") == DAY
     assert _int(metadata, "rows") == 200_000
     assert _float(metadata, "rows_per_second") > 0.0
     _assert_raystep_metadata(metadata)
-    assert pq.read_table(tmp_path / "predictions").num_rows == 200_000
+    assert pq.read_table(tmp_path / "predictions" / DAY).num_rows == 200_000
 
     logs = _event_log_text(instance, result.run_id)
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
@@ -177,6 +187,7 @@ def test_failing_train_step_fails_with_raystep_error(
             {MODEL_NODE: {"config": {"overrides": {"spec.entrypoint": entrypoint}}}}
         ),
         raise_on_error=False,
+        partition_key=DAY,
     )
     assert not result.success
     assert result.get_asset_materialization_events() == []
@@ -212,6 +223,7 @@ def test_failing_auc_check_blocks_predictions(
             }
         ),
         raise_on_error=False,
+        partition_key=DAY,
     )
     assert not result.success
     assert len(result.asset_materializations_for_node(MODEL_NODE)) == 1

@@ -25,6 +25,7 @@ import pytest
 from dagster_raystep import RaystepResource
 from kuberay_sandbox import Sandbox, created, running_sandbox
 from test_ads_ranking import (
+    DAY,
     MODEL_NODE,
     PREDICTIONS_NODE,
     _event_log_text,
@@ -125,7 +126,7 @@ def test_materialize_model_check_and_predictions_on_kuberay(
     assert 0.7 <= _float(metadata, "auc") <= 1.0
     assert _int(metadata, "rows") == 200_000
     _assert_kuberay_metadata(metadata)
-    assert (tmp_path / "model" / "model.npz").is_file()
+    assert (tmp_path / "model" / DAY / "model.npz").is_file()
 
     (check,) = result.get_asset_check_evaluations()
     assert check.asset_check_key == dg.AssetCheckKey(
@@ -143,7 +144,7 @@ def test_materialize_model_check_and_predictions_on_kuberay(
     metadata = dict(predictions.metadata)
     assert _int(metadata, "rows") == 200_000
     _assert_kuberay_metadata(metadata)
-    assert pq.read_table(tmp_path / "predictions").num_rows == 200_000
+    assert pq.read_table(tmp_path / "predictions" / DAY).num_rows == 200_000
 
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
     assert _raystep_ls(raystep_bin, sandbox) == [], "every step deleted its RayJob"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -47,6 +48,20 @@ def test_daily_schedule_runs_the_assets_and_check(example: ModuleType) -> None:
     }
     graph = defs.resolve_asset_graph()
     assert example.ads_ranking_daily.selection.resolve_checks(graph) == {AUC_CHECK}
+    for key in (MODEL, PREDICTIONS):
+        assert graph.get(key).partitions_def == example.DAILY, key.to_user_string()
+
+
+def test_daily_schedule_tick_runs_the_day_that_ended(example: ModuleType) -> None:
+    defs: dg.Definitions = example.defs
+    schedule = defs.resolve_schedule_def("ads_ranking_daily_retrain")
+    tick = datetime(2026, 11, 15, 3, 0, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=tick
+        )
+        requests = list(schedule.evaluate_tick(context).run_requests or [])
+    assert [r.partition_key for r in requests] == ["2026-11-14"]
 
 
 def test_dagster_cli_validates_the_project(

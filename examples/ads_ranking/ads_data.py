@@ -4,6 +4,12 @@ Every row is a pure function of (seed, split, row id): features and the click la
 counter-based hash, so any shard, Ray task or Ray Data batch regenerates exactly the same rows
 no matter how the work is split. The click model behind the data (the "world") is fixed, so a
 model trained with one seed can be evaluated on data drawn with another.
+
+A run for a Dagster partition (raystep sets RAYSTEP_PARTITION_KEY to the day, YYYY-MM-DD) works on
+that day's data: the day is mixed into the seed (day_seed), and the day's model and predictions
+live in a directory of their own (model_dir, day_dir), so every day keeps its model and a
+re-run of one day reproduces it exactly. Without a partition key the drivers use the seed and
+directories as given.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +49,7 @@ SPLITS: dict[str, int] = {"train": 1, "eval": 2, "inference": 3}
 
 DEFAULT_MODEL_DIR = "/tmp/raystep-examples/ads_ranking/model"
 DEFAULT_PREDICTIONS_DIR = "/tmp/raystep-examples/ads_ranking/predictions"
+PARTITION_KEY_ENV = "RAYSTEP_PARTITION_KEY"
 MODEL_WEIGHTS_FILE = "model.npz"
 MODEL_INFO_FILE = "model.json"
 
@@ -157,9 +165,48 @@ class Model:
         return sigmoid(x.astype(np.float64) @ self.weights + self.bias)
 
 
-def model_dir() -> Path:
-    """Return the model directory from ADS_MODEL_DIR, or the example default."""
-    return Path(os.environ.get("ADS_MODEL_DIR") or DEFAULT_MODEL_DIR)
+def partition_day() -> str | None:
+    """Return the day (YYYY-MM-DD) this run is for, from RAYSTEP_PARTITION_KEY, or None.
+
+    A key that is not a day is an error that names it: the example's assets are daily-partitioned.
+    """
+    key = os.environ.get(PARTITION_KEY_ENV)
+    if not key:
+        return None
+    try:
+        if len(key) != 10:
+            raise ValueError(key)
+        date.fromisoformat(key)
+    except ValueError:
+        raise ValueError(
+            f"{PARTITION_KEY_ENV}={key!r}: expected a day partition key, YYYY-MM-DD"
+        ) from None
+    return key
+
+
+def day_seed(seed: int, day: str | None) -> int:
+    """Return the data seed for day: seed itself without a day, else seed mixed with the date.
+
+    Different days draw different rows; the same day always draws the same ones.
+    """
+    if day is None:
+        return seed
+    return (seed * 1_000_003 + date.fromisoformat(day).toordinal()) & 0xFFFFFFFF
+
+
+def day_metadata(day: str | None) -> dict[str, str]:
+    """Return the metadata that says which day a result is for: {"day": day}, or none."""
+    return {"day": day} if day else {}
+
+
+def day_dir(base: Path, day: str | None) -> Path:
+    """Return day's directory under base, or base itself without a day."""
+    return base / day if day else base
+
+
+def model_dir(day: str | None = None) -> Path:
+    """Return the model directory from ADS_MODEL_DIR (or the example default), for day if given."""
+    return day_dir(Path(os.environ.get("ADS_MODEL_DIR") or DEFAULT_MODEL_DIR), day)
 
 
 def save_model(model: Model, directory: Path) -> Path:

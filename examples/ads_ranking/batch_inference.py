@@ -3,7 +3,8 @@
 `ray.data.range` yields row ids; `map_batches` regenerates each row's features from its id
 (deterministic for a seed, whatever the batching) and scores them with the model. Predictions
 (id, click probability, model version) are written as Parquet to ADS_PREDICTIONS_DIR, replacing
-what a previous run wrote there. Row count and throughput go to Dagster through Pipes.
+what a previous run wrote there; a day's partition scores that day's ads with that day's model
+into ADS_PREDICTIONS_DIR/DAY (see ads_data). Row count and throughput go to Dagster through Pipes.
 
     python batch_inference.py --seed 7 --rows 200000
 """
@@ -58,13 +59,19 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.rows, args.blocks, args.batch_size) < 1:
         parser.error("--rows, --blocks and --batch-size must be positive")
+    try:
+        args.day = ads_data.partition_day()
+    except ValueError as err:
+        parser.error(str(err))
+    args.seed = ads_data.day_seed(args.seed, args.day)
     return args
 
 
-def predictions_dir() -> Path:
-    """Return the output directory from ADS_PREDICTIONS_DIR, or the example default."""
-    return Path(
-        os.environ.get("ADS_PREDICTIONS_DIR") or ads_data.DEFAULT_PREDICTIONS_DIR
+def predictions_dir(day: str | None) -> Path:
+    """Return the output directory from ADS_PREDICTIONS_DIR (or the example default), for day."""
+    return ads_data.day_dir(
+        Path(os.environ.get("ADS_PREDICTIONS_DIR") or ads_data.DEFAULT_PREDICTIONS_DIR),
+        day,
     )
 
 
@@ -83,8 +90,8 @@ def written(directory: Path) -> tuple[int, int, int, float]:
 def main() -> None:
     args = parse_args()
     with Report("batch_inference") as report:
-        model = ads_data.load_model(ads_data.model_dir())
-        out = predictions_dir()
+        model = ads_data.load_model(ads_data.model_dir(args.day))
+        out = predictions_dir(args.day)
         ray.init(log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
         report.log(f"scoring {args.rows} rows with model {model.version} into {out}")
@@ -118,6 +125,7 @@ def main() -> None:
                 "mean_click_probability": mean,
                 "model_version": model.version,
                 "seed": args.seed,
+                **ads_data.day_metadata(args.day),
                 "path": out,
             },
             data_version=f"{model.version}-{args.seed}-{args.rows}",

@@ -6,7 +6,8 @@ held-out AUC is at least ADS_AUC_THRESHOLD (default 0.70); its `summary` metadat
 sentence ("auc 0.886 < threshold 0.99"), which dagster-raystep shows as the result's description.
 It belongs to the model asset: the asset named by a matching entry in the Pipes extras'
 "asset_checks", else ADS_MODEL_ASSET_KEY, else the step's single asset, else `ads_ranking_model`.
-A failing check does not fail the step.
+A failing check does not fail the step. For a day's partition it checks that day's model on that
+day's held-out data (see ads_data).
 
     python eval.py --seed 7
 """
@@ -46,6 +47,11 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.rows, args.shards) < 1:
         parser.error("--rows and --shards must be positive")
+    try:
+        args.day = ads_data.partition_day()
+    except ValueError as err:
+        parser.error(str(err))
+    args.seed = ads_data.day_seed(args.seed, args.day)
     return args
 
 
@@ -87,7 +93,7 @@ def main() -> None:
     with Report("eval") as report:
         limit = threshold()
         started = time.perf_counter()
-        model = ads_data.load_model(ads_data.model_dir())
+        model = ads_data.load_model(ads_data.model_dir(args.day))
         ray.init(log_to_driver=False)
         report.log(
             f"evaluating model {model.version} on {args.rows} held-out rows in {args.shards} Ray tasks"
@@ -118,6 +124,7 @@ def main() -> None:
                 "mean_prediction": float(scores.mean()),
                 "rows": int(labels.size),
                 "seed": args.seed,
+                **ads_data.day_metadata(args.day),
                 "model_version": model.version,
                 "eval_seconds": round(time.perf_counter() - started, 3),
             },

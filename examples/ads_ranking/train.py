@@ -3,7 +3,8 @@
 Each actor owns some shards of generated click data. Every step the driver broadcasts the
 weights, each shard returns the gradient of its next mini-batch, and the driver averages them
 (weighted by rows, summed in shard order so the result does not depend on how many actors run).
-The model goes to ADS_MODEL_DIR; loss, AUC, rows and epochs go to Dagster through Pipes.
+The model goes to ADS_MODEL_DIR (ADS_MODEL_DIR/DAY for a day's partition, on that day's data:
+see ads_data); loss, AUC, rows and epochs go to Dagster through Pipes.
 
     python train.py --epochs 3 --seed 7
 """
@@ -97,6 +98,11 @@ def parse_args() -> argparse.Namespace:
         parser.error(
             "--epochs, --rows, --shards, --workers and --batch-size must be positive"
         )
+    try:
+        args.day = ads_data.partition_day()
+    except ValueError as err:
+        parser.error(str(err))
+    args.seed = ads_data.day_seed(args.seed, args.day)
     return args
 
 
@@ -162,6 +168,7 @@ def train(args: argparse.Namespace, report: Report) -> tuple[ads_data.Model, dic
         )
     info = {
         "seed": args.seed,
+        **ads_data.day_metadata(args.day),
         "epochs": args.epochs,
         "rows": args.rows,
         "shards": args.shards,
@@ -185,7 +192,7 @@ def main() -> None:
             f"{min(args.workers, args.shards)} actors, cluster CPUs {resources.get('CPU', 0):g}"
         )
         model, metrics = train(args, report)
-        directory = ads_data.save_model(model, ads_data.model_dir())
+        directory = ads_data.save_model(model, ads_data.model_dir(args.day))
         report.materialize(
             report.asset_key(ASSET),
             {
@@ -197,6 +204,7 @@ def main() -> None:
                 "shards": args.shards,
                 "workers": min(args.workers, args.shards),
                 "seed": args.seed,
+                **ads_data.day_metadata(args.day),
                 "model_version": model.version,
                 "model_dir": directory,
                 "train_seconds": round(time.perf_counter() - started, 3),

@@ -8,7 +8,13 @@ examples/ads_ranking/ through `raystep run`, on the embedded local Ray by defaul
 - `auc_above_threshold` on `ads_ranking_model`: evaluates it on held-out data (eval.yaml);
   blocking, so a model below the AUC bar never reaches batch inference in the same run.
 - `ads_ranking_predictions`: scores a batch with the model (batch_inference.yaml).
-- `ads_ranking_daily`: the three of them, retrained every day at 03:00 UTC.
+- `ads_ranking_daily`: the three of them, for one day, run at 03:00 UTC for the day before.
+
+Model and predictions are daily-partitioned: raystep gives each step its partition key as
+RAYSTEP_PARTITION_KEY, and the drivers train, check and score on that day's data into that day's
+directory (examples/ads_ranking/ads_data.py), so every day keeps its own model and predictions and
+a backfill of N days (from the UI, or `dagster job backfill -j ads_ranking_daily --from D1 --to
+D2`) makes N runs, one Ray job per step and day.
 
 The raystep binary is $RAYSTEP_BIN, else the repository's bin/raystep (`make build`).
 
@@ -34,12 +40,16 @@ EXAMPLES = Path(__file__).resolve().parent.parent
 SPECS = EXAMPLES / "ads_ranking"
 REPO_BINARY = EXAMPLES.parent / "bin" / "raystep"
 
+DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", timezone="UTC")
+"""DAILY is the day partitions of the model and its predictions, one per UTC day."""
+
 ads_ranking_model = raystep_asset(
     name="ads_ranking_model",
     spec=SPECS / "train.yaml",
     group_name="ads_ranking",
     owners=["team:ads-ranking"],
     description="Click-through model for ad ranking: logistic regression trained data-parallel on Ray.",
+    partitions_def=DAILY,
 )
 
 ads_ranking_model_auc = raystep_asset_check(
@@ -57,19 +67,21 @@ ads_ranking_predictions = raystep_asset(
     group_name="ads_ranking",
     owners=["team:ads-ranking"],
     description="Click probabilities for the day's candidate ads, scored with Ray Data, as Parquet.",
+    partitions_def=DAILY,
 )
 
 ads_ranking_daily = dg.define_asset_job(
     "ads_ranking_daily",
     selection=dg.AssetSelection.assets(ads_ranking_model, ads_ranking_predictions),
-    description="Retrain the ads click model, check its AUC, then score the day's ads.",
+    description="Retrain the ads click model on a day's data, check its AUC, then score the day's ads.",
 )
 
-ads_ranking_daily_schedule = dg.ScheduleDefinition(
+ads_ranking_daily_schedule = dg.build_schedule_from_partitioned_job(
+    ads_ranking_daily,
     name="ads_ranking_daily_retrain",
-    job=ads_ranking_daily,
-    cron_schedule="0 3 * * *",
-    execution_timezone="UTC",
+    hour_of_day=3,
+    minute_of_hour=0,
+    description="At 03:00 UTC, retrain on yesterday: the day that has just ended.",
 )
 
 
