@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN ?= bin
 STATIC_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 
-.PHONY: build venv demo sandbox k8s-bins test test-go test-python vet
+.PHONY: build venv wheels demo sandbox k8s-bins test test-go test-python vet
 
 ## build: compile the static binaries $(BIN)/raystep and $(BIN)/pipes-conformance
 build:
@@ -29,6 +29,14 @@ $(VENV)/.installed: requirements.txt $(wildcard dagster_integration/pyproject.to
 	@if [ -f dagster_integration/pyproject.toml ]; then \
 		$(VENV)/bin/pip install --quiet -e dagster_integration; fi
 	touch $@
+
+## wheels: dagster-raystep's sdist and a wheel per platform (linux and macOS,
+## x86_64 and arm64) with its raystep binary inside, into $(DIST); the version
+## is the git tag's. WHEEL_TARGETS="linux/amd64" builds fewer.
+DIST ?= dist
+WHEEL_TARGETS ?=
+wheels: venv
+	$(VENV)/bin/python tools/wheels.py --dist $(DIST) $(foreach t,$(WHEEL_TARGETS),--target $(t))
 
 ## demo: set up everything, then train the example model on a private local Ray head
 demo: venv build
@@ -54,7 +62,7 @@ test-go: venv build k8s-bins
 
 # PYTHON_SRC is the Python that ruff checks; mypy is strict on dagster_raystep
 # (its settings are in dagster_integration/pyproject.toml).
-PYTHON_SRC := dagster_integration examples
+PYTHON_SRC := dagster_integration examples tools
 
 test-python: venv build
 	$(VENV)/bin/ruff check $(PYTHON_SRC)

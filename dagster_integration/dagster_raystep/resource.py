@@ -10,6 +10,7 @@ process itself, into a step failure.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shlex
 import shutil
@@ -23,6 +24,9 @@ import dagster as dg
 from pydantic import Field
 
 from dagster_raystep.partitions import PartitionRangeInjector
+
+DISTRIBUTION = "dagster-raystep"
+"""DISTRIBUTION is the name this package is installed under."""
 
 RAYSTEP_BIN_ENV = "RAYSTEP_BIN"
 """RAYSTEP_BIN_ENV names the environment variable that points at the raystep binary."""
@@ -84,6 +88,25 @@ def format_overrides(overrides: Mapping[str, OverrideValue] | None) -> list[str]
     return args
 
 
+def bundled_binary() -> Path | None:
+    """Return the raystep binary that this installation of dagster-raystep brought, or None.
+
+    A platform wheel carries raystep as a script, which the installer puts in the environment's
+    scripts directory (`bin`); the installed distribution's file list says where it went, also for
+    a `--user` or `--target` install. A source install (sdist, editable) has none.
+    """
+    try:
+        files = importlib.metadata.distribution(DISTRIBUTION).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == "raystep" and file.parent.name == "bin":
+            path = Path(os.fspath(file.locate())).resolve()
+            if path.is_file() and os.access(path, os.X_OK):
+                return path
+    return None
+
+
 class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dagster's own spelling
     """RaystepResource runs `raystep run -f SPEC` for an asset, asset check or op.
 
@@ -96,7 +119,11 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
 
     binary: str | None = Field(
         default=None,
-        description=f"Path or name of the raystep binary; default ${RAYSTEP_BIN_ENV} (read as a dg.EnvVar), else `raystep` on PATH.",
+        description=(
+            f"Path or name of the raystep binary; default ${RAYSTEP_BIN_ENV} (read as a "
+            "dg.EnvVar), else the one a platform wheel of dagster-raystep installed, else "
+            "`raystep` on PATH."
+        ),
     )
     backend: str | None = Field(
         default=None,
@@ -144,8 +171,17 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
     )
 
     def resolve_binary(self) -> str:
-        """Return the raystep executable to run, or raise a clear error when there is none."""
-        candidate = self.binary or dg.EnvVar(RAYSTEP_BIN_ENV).get_value() or "raystep"
+        """Return the raystep executable to run, or raise a clear error when there is none.
+
+        In order: `binary`, $RAYSTEP_BIN, the wheel's own copy (`bundled_binary`), `raystep` on
+        PATH.
+        """
+        candidate = self.binary or dg.EnvVar(RAYSTEP_BIN_ENV).get_value()
+        if not candidate:
+            bundled = bundled_binary()
+            if bundled is not None:
+                return os.fspath(bundled)
+            candidate = "raystep"
         if os.sep in candidate:
             if not os.access(candidate, os.X_OK) or not Path(candidate).is_file():
                 msg = f"raystep binary {candidate} is missing or not executable (build it with `make build`)"
@@ -154,8 +190,9 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
         found = shutil.which(candidate)
         if found is None:
             msg = (
-                f"{candidate!r} is not on PATH: install raystep, or set the resource's `binary` "
-                f"or ${RAYSTEP_BIN_ENV} to its path"
+                f"{candidate!r} is not on PATH: install a platform wheel of dagster-raystep "
+                f"(it brings raystep), or set the resource's `binary` or ${RAYSTEP_BIN_ENV} to "
+                "its path"
             )
             raise dg.DagsterInvariantViolationError(msg)
         return found

@@ -166,7 +166,13 @@ def test_resolve_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("PATH", str(on_path))
 
     monkeypatch.delenv("RAYSTEP_BIN", raising=False)
+    # The checkout's editable install brought no binary, so PATH's is next.
+    assert dagster_raystep.resource.bundled_binary() is None
     assert RaystepResource().resolve_binary() == str(on_path / "raystep")
+    # A platform wheel's own copy comes before PATH's, after $RAYSTEP_BIN.
+    bundled = _executable(tmp_path / "bundled")
+    monkeypatch.setattr(dagster_raystep.resource, "bundled_binary", lambda: bundled)
+    assert RaystepResource().resolve_binary() == str(bundled)
     monkeypatch.setenv("RAYSTEP_BIN", str(from_env))
     assert RaystepResource().resolve_binary() == str(from_env)
     assert RaystepResource(binary=str(explicit)).resolve_binary() == str(explicit)
