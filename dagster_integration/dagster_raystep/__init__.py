@@ -13,6 +13,7 @@ from dagster_raystep.assets import (
     raystep_asset,
     raystep_asset_check,
 )
+from dagster_raystep.component import RaystepAssetComponent
 from dagster_raystep.resource import (
     EXIT_CODES,
     RAYSTEP_BIN_ENV,
@@ -29,6 +30,7 @@ __all__ = [
     "RAYSTEP_BIN_ENV",
     "SUMMARY_KEY",
     "OverrideValue",
+    "RaystepAssetComponent",
     "RaystepError",
     "RaystepResource",
     "RaystepRunConfig",
