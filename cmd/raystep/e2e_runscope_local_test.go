@@ -95,8 +95,15 @@ func TestLocalRunScopedSharesOneHead(t *testing.T) {
 	if strings.Join(said, ",") != "started,attached to" && strings.Join(said, ",") != "attached to,started" {
 		t.Errorf("the steps said %q of head %s, want one started and one attached to", said, name)
 	}
-	if n := e.rayStarts(); n != 1 {
-		t.Errorf("two steps of one run ran `ray start` %d times, want 1", n)
+	// A start that failed in a way worth retrying is started again (and
+	// said so); a busy machine provokes that. Only one head may come up.
+	retries := 0
+	for _, r := range results {
+		b, _ := os.ReadFile(r.messagesPath)
+		retries += startRetries(string(b), r.errOut)
+	}
+	if n := e.rayStarts(); n != 1+retries {
+		t.Errorf("two steps of one run ran `ray start` %d times with %d retries, want 1 head", n, retries)
 	}
 	records, err := filepath.Glob(filepath.Join(e.state, "raystep", "clusters", "*.json"))
 	if err != nil || len(records) != 1 {

@@ -117,11 +117,16 @@ func (a *app) runScopedLocal(ctx context.Context, b runner.Backend, step *runner
 }
 
 // runClusters are the local backend's clusters, recorded in the state
-// dir (as up's), started with lb's ray.
+// dir (as up's), started with lb's ray. A head's warnings (a start that
+// failed and is tried again) go to lb's log.
 func (a *app) runClusters(lb *local.Backend) (*local.Clusters, error) {
 	dir, err := a.localStateDir()
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	return &local.Clusters{Dir: dir, Head: lb.Head}, nil
+	head := lb.Head
+	if head.Logger == nil {
+		head.Logger = lb.Logger
+	}
+	return &local.Clusters{Dir: dir, Head: head}, nil
 }
