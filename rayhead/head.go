@@ -203,7 +203,7 @@ func retryableStart(out string) bool {
 
 // startHeadInTurn is startHead once one of StartSlots is free.
 func startHeadInTurn(ctx context.Context, rayBin string, opts Options) (*Head, error) {
-	release, waited, err := takeStartSlot(ctx, opts.root(), StartSlots())
+	release, waited, err := takeStartSlot(ctx, slotRoot, StartSlots())
 	if err != nil {
 		return nil, err
 	}

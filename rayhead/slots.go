@@ -16,24 +16,30 @@ import (
 // agents) start at once, and Ray gives some of them fixed windows (30 s
 // for the raylet to register, which raystep cannot change). Many heads
 // starting together on a small machine (a Dagster run's parallel steps, a
-// test suite) starve each other past those windows and fail. So at most
+// test suite) starve each other past those windows and fail. One start
+// alone keeps about one and a half cores busy: on a 2-core machine, idle,
+// `ray start --head` took 11 s and 16 to 18 CPU-seconds. So at most
 // StartSlots heads start at once on one machine, across every raystep
-// process: a start takes one of StartSlots lock files under the temp root
-// and holds it until its head is ready or has failed; the others wait
-// their turn, which their caller's context bounds.
+// process: a start takes one of StartSlots lock files under slotRoot and
+// holds it until its head is ready or has failed; the others wait their
+// turn, which their caller's context bounds.
 
 // startSlotsEnv overrides the number of heads that may start at once.
 const startSlotsEnv = "RAYSTEP_HEAD_STARTS"
 
 // StartSlots is how many heads may start at once on this machine:
-// $RAYSTEP_HEAD_STARTS when it is a positive number, else the number of
-// CPUs.
+// $RAYSTEP_HEAD_STARTS when it is a positive number, else one per two
+// CPUs (at least one).
 func StartSlots() int {
 	if n, err := strconv.Atoi(os.Getenv(startSlotsEnv)); err == nil && n > 0 {
 		return n
 	}
-	return max(1, runtime.NumCPU())
+	return max(1, runtime.NumCPU()/2)
 }
+
+// slotRoot holds the slots' lock files: one place on the machine, whatever
+// temp root the heads use, so that every start on it takes its turn.
+const slotRoot = tempRoot
 
 // slotPoll is how often a start that waits for a slot looks again.
 const slotPoll = 100 * time.Millisecond

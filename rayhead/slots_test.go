@@ -65,7 +65,7 @@ func TestStartSlotsFromTheEnvironment(t *testing.T) {
 	for _, tt := range []struct {
 		env  string
 		want int
-	}{{"3", 3}, {"", max(1, runtime.NumCPU())}, {"0", max(1, runtime.NumCPU())}, {"many", max(1, runtime.NumCPU())}} {
+	}{{"3", 3}, {"", max(1, runtime.NumCPU()/2)}, {"0", max(1, runtime.NumCPU()/2)}, {"many", max(1, runtime.NumCPU()/2)}} {
 		t.Setenv(startSlotsEnv, tt.env)
 		if got := StartSlots(); got != tt.want {
 			t.Errorf("%s=%q: StartSlots() = %d, want %d", startSlotsEnv, tt.env, got, tt.want)
