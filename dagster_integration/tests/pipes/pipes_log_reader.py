@@ -1,25 +1,45 @@
 """A log-reading Pipes message reader for tests.
 
 Dagster ships no stdio message reader for local subprocesses; readers for
-Kubernetes pods and Ray job logs read the external process's output and hand
-each line to Dagster's own ``extract_message_or_forward_to_file``. This one
-does the same with a log file that the launched command's stdout goes to,
-and asks the external process to write its messages to stdout.
+Kubernetes pods and Ray job logs read the external process's output, hand
+each Pipes message in it to the session's handler and forward every other
+line as the process's own output. This one does the same with a log file
+that the launched command's stdout goes to, and asks the external process
+to write its messages to stdout. It uses Dagster's public API only.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dagster import PipesMessageReader
-from dagster._core.pipes.context import PipesMessageHandler
-from dagster._core.pipes.utils import extract_message_or_forward_to_file
-from dagster_pipes import PipesParams
+from dagster import PipesMessageHandler, PipesMessageReader
+from dagster_pipes import PIPES_PROTOCOL_VERSION_FIELD, PipesParams
+
+
+def handle_line(handler: PipesMessageHandler, line: str, out: io.TextIOBase) -> None:
+    """Hands line to handler when it is a Pipes message, else writes it to out.
+
+    A line that looks like a message but that the handler refuses is output
+    too, as Dagster's own log readers treat it: the process's log loses
+    nothing.
+    """
+    try:
+        message = json.loads(line)
+    except ValueError:
+        message = None
+    if isinstance(message, dict) and PIPES_PROTOCOL_VERSION_FIELD in message:
+        try:
+            handler.handle_message(message)
+        except Exception:  # noqa: BLE001 - forwarded as output, like Dagster's readers
+            out.writelines((line, "\n"))
+        return
+    out.writelines((line, "\n"))
 
 
 class PipesLogFileMessageReader(PipesMessageReader):
@@ -51,10 +71,10 @@ class PipesLogFileMessageReader(PipesMessageReader):
                     pending += chunk
                     *lines, pending = pending.split("\n")
                     for line in lines:
-                        extract_message_or_forward_to_file(handler, line, out)
+                        handle_line(handler, line, out)
                 elif done.is_set():
                     if pending:
-                        extract_message_or_forward_to_file(handler, pending, out)
+                        handle_line(handler, pending, out)
                     return
                 else:
                     done.wait(0.02)

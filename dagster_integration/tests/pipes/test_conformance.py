@@ -17,13 +17,13 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     PipesEnvContextInjector,
+    PipesFileMessageReader,
     PipesSubprocessClient,
     PipesTempFileContextInjector,
     PipesTempFileMessageReader,
     asset,
     materialize,
 )
-from dagster._core.pipes.utils import PipesFileMessageReader
 
 EXTRAS_CASES: list[dict[str, Any]] = [
     {},
