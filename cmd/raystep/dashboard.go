@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner/kuberay"
 )
+
+// dashboardWait bounds the wait until the Ray dashboard answers through
+// the port-forward `raystep dashboard` opened.
+const dashboardWait = 2 * time.Minute
 
 // reachOptions are the flags of dashboard and notebook.
 type reachOptions struct {
@@ -107,10 +114,38 @@ func (a *app) dashboard(cmd *cobra.Command, o reachOptions, name string) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	defer fwd.Close()
+	if err := awaitDashboard(ctx, fwd.URL); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("dashboard: the Ray dashboard of %s/%s does not answer through the port-forward to pod %s: %w",
+			r.rc.Namespace, r.rc.Name, fwd.Pod, err)
+	}
 	fmt.Fprintln(a.stdout, fwd.URL)
 	a.tokenHint(r.rc)
 	fmt.Fprintf(a.stderr, "port-forward to pod %s/%s open: Ctrl-C closes it\n", r.rc.Namespace, fwd.Pod)
 	return a.hold(ctx, fwd, "dashboard")
+}
+
+// awaitDashboard waits, for at most dashboardWait, until the Ray dashboard
+// at url answers GET /api/version; any HTTP answer counts (under token
+// auth it is 401). The URL is printed only then: the first connection
+// through a fresh port-forward can find it broken (the forward then opens
+// again on the same port), and a person's first page load should not be
+// the one that does.
+func awaitDashboard(ctx context.Context, url string) error {
+	c, err := raysubmit.New(raysubmit.Config{BaseURL: url, UserAgent: "raystep/" + version})
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, dashboardWait)
+	defer cancel()
+	_, err = c.Version(wctx)
+	var refused *raysubmit.APIError
+	if err == nil || errors.As(err, &refused) || errors.Is(err, raysubmit.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // hold waits until ctx ends (Ctrl-C, SIGTERM: a clean end) or the
