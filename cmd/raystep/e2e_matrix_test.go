@@ -169,7 +169,7 @@ func (r *matrixRun) signalAt(ph matrixPhase, sig syscall.Signal) {
 // waitPhase waits until the run reaches ph.
 func (r *matrixRun) waitPhase(ph matrixPhase) {
 	t := r.t
-	bound := time.After(4 * time.Minute)
+	bound := time.After(10 * time.Minute) // a hang; the head may wait its turn to start
 	tick := time.NewTicker(50 * time.Millisecond) // the temp dir is not a stream
 	defer tick.Stop()
 	for !ph.reached(r) {
@@ -177,7 +177,7 @@ func (r *matrixRun) waitPhase(ph matrixPhase) {
 		case <-r.done:
 			t.Fatalf("raystep exited (%v) before phase %s:\n%s", r.waitErr, ph.name, r.stderr.String())
 		case <-bound:
-			t.Fatalf("phase %s not reached within 4 minutes:\n%s", ph.name, r.stderr.String())
+			t.Fatalf("phase %s not reached within 10 minutes:\n%s", ph.name, r.stderr.String())
 		case <-r.stderr.changed():
 		case <-r.stdout.changed():
 		case <-tick.C:

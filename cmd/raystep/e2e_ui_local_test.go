@@ -45,6 +45,10 @@ func TestLocalUIListInBrowser(t *testing.T) {
 	key := "interactive/" + ui.LocalNamespace + "/" + name
 	row := fmt.Sprintf(`document.querySelector('tr[data-key=%q]')`, key)
 	rec := e.up(t, name, "--ttl", "10m")
+	// The page's own waits start now: up may have waited its turn behind
+	// other heads' starts.
+	ctx, cancel = context.WithTimeout(tab.Ctx, 4*time.Minute)
+	defer cancel()
 	// Columns: Namespace, Name, Kind, Owner, ..., Status (the 9th).
 	awaitPage(ctx, t, tab, "the row of "+name, fmt.Sprintf(`(() => {
 		const tr = %s;

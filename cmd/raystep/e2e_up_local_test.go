@@ -81,7 +81,9 @@ func (e localEnv) raystep(t *testing.T, args ...string) (code int, stdout, stder
 // environment (a Pipes bootstrap).
 func (e localEnv) raystepWith(t *testing.T, more map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
+	// Only catches a hang: a command that starts a head may wait its turn
+	// behind other heads' starts first.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env, cmd.Dir = e.env(), t.TempDir()
@@ -422,7 +424,9 @@ func awaitRayStart(t *testing.T, e localEnv, done chan error, out *syncBuffer) l
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(2 * time.Minute)
+	// Only catches a hang: up may wait its turn behind other heads'
+	// starts (rayhead.StartSlots), and its own deadline ends that wait.
+	deadline := time.After(10 * time.Minute)
 	for {
 		if e.rayStarts() > 0 {
 			hd := startedHead(t, e.invocations)
@@ -436,7 +440,7 @@ func awaitRayStart(t *testing.T, e localEnv, done chan error, out *syncBuffer) l
 		case err := <-done:
 			t.Fatalf("up exited before it ran ray start: %v\n%s", err, out.String())
 		case <-deadline:
-			t.Fatalf("up did not run ray start within 2 minutes:\n%s", out.String())
+			t.Fatalf("up did not run ray start within 10 minutes:\n%s", out.String())
 		case <-tick.C:
 		}
 	}
