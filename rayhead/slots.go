@@ -18,7 +18,8 @@ import (
 // starting together on a small machine (a Dagster run's parallel steps, a
 // test suite) starve each other past those windows and fail. One start
 // alone keeps about one and a half cores busy: on a 2-core machine, idle,
-// `ray start --head` took 11 s and 16 to 18 CPU-seconds. So at most
+// `ray start --head` took 11 to 13 s and 16 to 20 CPU-seconds, and two at
+// once 25 to 31 s (test/bench/head_start.sh). So at most
 // StartSlots heads start at once on one machine, across every raystep
 // process: a start takes one of StartSlots lock files under slotRoot and
 // holds it until its head is ready or has failed; the others wait their
