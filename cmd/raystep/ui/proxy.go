@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The Ray dashboard of a cluster, /clusters/{ns}/{name}/dashboard/,
@@ -82,11 +83,46 @@ func (s *Server) dashboardProxy(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		},
+		Transport: retryUnanswered{base: http.DefaultTransport},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, "the Ray dashboard did not answer: "+redacted(err, h.Token).Error(), http.StatusBadGateway)
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// retryUnanswered is the proxy's transport. A GET without a body (all the
+// proxy sends) that got no answer at all, because its connection through a
+// port-forward was refused or reset before the dashboard saw it, goes again,
+// up to proxyAttempts times within the request's context: a forward that
+// met a broken stream ends and opens itself again on the same port
+// (kuberay.HeadForward), and the page load that found it broken should not
+// be lost. An answer, of any status, is final.
+type retryUnanswered struct{ base http.RoundTripper }
+
+// proxyAttempts bounds the sends of one request; the waits between them
+// double from proxyRetryWait.
+const (
+	proxyAttempts  = 5
+	proxyRetryWait = 100 * time.Millisecond
+)
+
+func (t retryUnanswered) RoundTrip(r *http.Request) (*http.Response, error) {
+	wait := proxyRetryWait
+	for attempt := 1; ; attempt++ {
+		resp, err := t.base.RoundTrip(r)
+		if err == nil || attempt == proxyAttempts || r.Method != http.MethodGet || (r.Body != nil && r.Body != http.NoBody) {
+			return resp, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-r.Context().Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		wait *= 2
+	}
 }
 
 // redacted is err with token cut out of its text.
