@@ -169,7 +169,7 @@ func (r *matrixRun) signalAt(ph matrixPhase, sig syscall.Signal) {
 // waitPhase waits until the run reaches ph.
 func (r *matrixRun) waitPhase(ph matrixPhase) {
 	t := r.t
-	bound := time.After(10 * time.Minute) // a hang; the head may wait its turn to start
+	bound := time.After(10 * time.Minute)         // a hang; the head may wait its turn to start
 	tick := time.NewTicker(50 * time.Millisecond) // the temp dir is not a stream
 	defer tick.Stop()
 	for !ph.reached(r) {
