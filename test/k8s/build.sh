@@ -19,7 +19,33 @@
 # a present directory is always whole; a second run only prints its path.
 # stdout carries exactly that path (dir=$(test/k8s/build.sh)); progress goes
 # to stderr. Builds run under `nice` because they share the machine.
+#
+# A build takes about 39 minutes on a new 2-core machine. A prebuilt archive
+# of the directory saves it:
+#
+#   test/k8s/build.sh [--archive KEY.tar.zst] [--no-build]   (or RAYSTEP_K8S_ARCHIVE=KEY.tar.zst)
+#   test/k8s/build.sh --key                                   prints KEY
+#
+# The archive unpacks to KEY/ (tar --zstd), KEY being the directory's name
+# above. It is used only when its file name is this checkout's KEY.tar.zst
+# and a SHA256SUMS file beside it holds its digest; anything else (another
+# key, a digest that differs or is missing, a corrupt or incomplete archive,
+# no zstd) is said on stderr and the build from source runs as without it,
+# or, with --no-build, the script fails (exit 1) instead of building.
 set -euo pipefail
+
+archive=${RAYSTEP_K8S_ARCHIVE:-}
+build=1
+print_key=0
+while (($#)); do
+	case $1 in
+	--archive) archive=${2:?--archive needs a file}; shift 2 ;;
+	--archive=*) archive=${1#--archive=}; shift ;;
+	--no-build) build=0; shift ;;
+	--key) print_key=1; shift ;;
+	*) printf 'usage: %s [--archive KEY.tar.zst] [--no-build] | --key\n' "$0" >&2; exit 2 ;;
+	esac
+done
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kwok_module=sigs.k8s.io/kwok
@@ -39,6 +65,10 @@ etcd_version=$(modversion "$here/tools/etcd" go.etcd.io/etcd/server/v3)
 
 cache=${RAYSTEP_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/raystep}
 dir="$cache/k8s-$kube_version-etcd-$etcd_version-kwok-$kwok_version-kueue-$kueue_version"
+if ((print_key)); then
+	basename "$dir"
+	exit 0
+fi
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue)
 # kwok's stage sets (kustomize/stage/<kind>/<set> in its module), copied to
 # stages/<kind>-<set>/: pod/general has realistic per-phase delays, pod/fast
@@ -66,9 +96,56 @@ if complete "$dir"; then
 	exit 0
 fi
 
+# unpack ARCHIVE TMP unpacks the archive into TMP and moves its complete
+# KEY/ into place, or prints why it cannot be used and fails.
+unpack() {
+	local archive=$1 tmp=$2 key name sums want got out
+	key=$(basename "$dir")
+	name=$(basename "$archive")
+	[[ -f $archive ]] || { echo "there is no such file"; return 1; }
+	[[ $name == "$key.tar.zst" ]] || { echo "it holds ${name%.tar.zst}, this checkout needs $key"; return 1; }
+	sums=$(dirname "$archive")/SHA256SUMS
+	[[ -f $sums ]] || { echo "there is no SHA256SUMS beside it"; return 1; }
+	want=$(awk -v n="$name" '$2 == n || $2 == "*" n { print $1 }' "$sums")
+	[[ -n $want ]] || { echo "$sums has no line for it"; return 1; }
+	got=$(sha256sum "$archive") || { echo "it cannot be read"; return 1; }
+	got=${got%% *}
+	[[ $got == "$want" ]] || { echo "its SHA-256 is $got, $sums says $want"; return 1; }
+	command -v zstd >/dev/null || { echo "zstd is not installed (apt-get install zstd)"; return 1; }
+	if ! out=$(tar --zstd -xf "$archive" -C "$tmp" --no-same-owner 2>&1); then
+		echo "tar failed: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')"
+		return 1
+	fi
+	complete "$tmp/$key" || { echo "it does not hold a complete $key/ (bin/, stages/, kueue-crds/)"; return 1; }
+	chmod 755 "$tmp/$key"
+	rm -rf "$dir" # an incomplete one
+	mv "$tmp/$key" "$dir"
+}
+
+tmp=
+trap 'rm -rf "$tmp"' EXIT
+if [[ -n $archive ]]; then
+	start=$(date +%s)
+	tmp=$(mktemp -d "$cache/.unpack.XXXXXX")
+	if why=$(unpack "$archive" "$tmp"); then
+		log "unpacked $archive in $(($(date +%s) - start))s"
+		echo "$dir"
+		exit 0
+	fi
+	rm -rf "$tmp"
+	if ((!build)); then
+		log "not using $archive: $why; not building from source (--no-build)"
+		exit 1
+	fi
+	log "not using $archive: $why; building from source"
+fi
+if ((!build)); then
+	log "$dir is missing or incomplete and there is no archive to unpack; not building from source (--no-build)"
+	exit 1
+fi
+
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
 chmod 755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/stages"
 : >"$tmp/BUILD_TIMES"
 
