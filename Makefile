@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN ?= bin
 STATIC_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 
-.PHONY: build venv wheels demo sandbox k8s-bins test test-go test-python vet
+.PHONY: build venv wheels demo sandbox k8s-bins test test-full test-go test-python vet
 
 ## build: compile the static binaries $(BIN)/raystep and $(BIN)/pipes-conformance
 build:
@@ -55,20 +55,44 @@ sandbox: venv k8s-bins
 vet:
 	$(GO) vet ./...
 
+# TEST_OUT receives the records of a test run: go test's events (go.json),
+# pytest's JUnit XML (pytest.xml), and one line per Ray head and Kubernetes
+# control plane the tests started (events). `make test` ends with a report
+# made from them (test/suite/report.py): time per package, the slowest
+# tests, heads and control planes per package (and, with --names, every
+# test's name: .ci/run prints them).
+TEST_OUT ?= out/test
+# SUITE runs its command around the session's two shared Ray heads and
+# counts every head started meanwhile (test/suite).
+SUITE = $(GO) run ./test/suite -events $(TEST_OUT)/events --
+GO_TEST_TIMEOUT ?= 30m
+
 test-go: venv build k8s-bins
+	@mkdir -p $(TEST_OUT)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 60m ./...
+	set -o pipefail; $(GO) test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -json ./... | \
+		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go.json
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 15s -fuzzminimizetime 2s ./schemas
 
 # PYTHON_SRC is the Python that ruff checks; mypy is strict on dagster_raystep
 # (its settings are in dagster_integration/pyproject.toml).
-PYTHON_SRC := dagster_integration examples tools
+PYTHON_SRC := dagster_integration examples tools test
 
 test-python: venv build
+	@mkdir -p $(TEST_OUT)
 	$(VENV)/bin/ruff check $(PYTHON_SRC)
 	$(VENV)/bin/ruff format --check $(PYTHON_SRC)
 	cd dagster_integration && $(abspath $(VENV))/bin/mypy
-	$(VENV)/bin/pytest -q dagster_integration/tests
+	$(VENV)/bin/pytest -q -rA --durations=30 --junitxml=$(abspath $(TEST_OUT))/pytest.xml dagster_integration/tests
 
-## test: every test, Go and Python
-test: test-go test-python
+## test: every test, Go and Python, around two shared Ray heads; ends with a
+## report of where the time went and how many Ray heads were started
+test: venv build k8s-bins
+	@rm -rf $(TEST_OUT) && mkdir -p $(TEST_OUT)
+	@rc=0; $(SUITE) $(MAKE) --no-print-directory -k test-go test-python || rc=$$?; \
+		$(PYTHON) test/suite/report.py --out $(TEST_OUT); exit $$rc
+
+## test-full: make test with every cell of the tests' signal × phase
+## matrices, where make test runs a sample that changes with each commit
+test-full:
+	RAYSTEP_TEST_FULL=1 $(MAKE) --no-print-directory test

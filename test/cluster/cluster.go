@@ -135,6 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{keepLogs: opts.KeepLogs}
+	countStart("control-plane")
 	defer func() {
 		if err != nil {
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

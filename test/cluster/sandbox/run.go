@@ -32,6 +32,7 @@ type options struct {
 	profile    string
 	assets     string
 	rayBin     string
+	dashboard  string // a running head's dashboard; empty: start one
 	namespaces string
 	rbac       string
 	rbacSet    bool // -rbac was given: the file must exist
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.nodesFile, "nodes", "", "YAML list of nodes {name, labels, taints, capacity}, instead of the profile's pools")
 	fs.StringVar(&o.assets, "assets", "", "directory printed by test/k8s/build.sh (default: run it)")
 	fs.StringVar(&o.rayBin, "ray", "", "ray executable (default: .venv/bin/ray above the working directory, else PATH)")
+	fs.StringVar(&o.dashboard, "ray-dashboard", "", "dashboard URL (http://127.0.0.1:PORT) of a running Ray head on this machine for the operator and the pods' port 8265, instead of starting one")
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to create")
 	fs.StringVar(&o.rbac, "rbac", defaultRBAC, "manifest of ServiceAccounts, Roles and RoleBindings applied into the profile's namespace, so Ray pods' service account exists (default: "+defaultRBAC+" above the working directory, skipped when absent; empty disables)")
 	fs.BoolVar(&o.fast, "fast", false, "pods start without kwok's realistic delays")
@@ -89,25 +91,29 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 		// Its kubeconfig is useless once the cluster is gone.
 		defer func() { err = errors.Join(err, os.RemoveAll(o.dir)) }()
 	}
-	rayBin, err := rayhead.FindRay(o.rayBin)
-	if err != nil {
-		return fmt.Errorf("find ray: %w", err)
+	dashboard := o.dashboard
+	if dashboard == "" {
+		rayBin, ferr := rayhead.FindRay(o.rayBin)
+		if ferr != nil {
+			return fmt.Errorf("find ray: %w", ferr)
+		}
+		fmt.Fprintln(stderr, "sandbox: starting the Ray head")
+		var head *rayhead.Head
+		if head, err = rayhead.Start(ctx, rayhead.Options{RayBin: rayBin}); err != nil {
+			return fmt.Errorf("start ray head: %w", err)
+		}
+		defer func() {
+			tctx, cancel := teardown(ctx)
+			defer cancel()
+			err = errors.Join(err, head.Stop(tctx))
+		}()
+		dashboard = head.DashboardURL()
 	}
-	fmt.Fprintln(stderr, "sandbox: starting the Ray head")
-	head, err := rayhead.Start(ctx, rayhead.Options{RayBin: rayBin})
-	if err != nil {
-		return fmt.Errorf("start ray head: %w", err)
-	}
-	defer func() {
-		tctx, cancel := teardown(ctx)
-		defer cancel()
-		err = errors.Join(err, head.Stop(tctx))
-	}()
 
 	fmt.Fprintln(stderr, "sandbox: starting Kubernetes and the KubeRay operator")
 	opts := cluster.Options{
 		AssetsDir: o.assets, LogDir: filepath.Join(o.dir, "logs"),
-		Nodes: nodes, DashboardURL: head.DashboardURL(),
+		Nodes: nodes, DashboardURL: dashboard,
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "sandbox: "+format+"\n", args...) },
 	}
 	if o.fast {
@@ -137,7 +143,7 @@ func sandbox(ctx context.Context, o options, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
-	envFile, err := writeFiles(o.dir, c, head.DashboardURL(), profilePath, c.AuditLogPath)
+	envFile, err := writeFiles(o.dir, c, dashboard, profilePath, c.AuditLogPath)
 	if err != nil {
 		return err
 	}
