@@ -1,7 +1,8 @@
-// Package raytest starts real Ray heads for tests, through the same
+// Package raytest gives tests real Ray heads, started through the same
 // rayhead.Start that raystep runs in production.
 //
-// A head costs seconds of CPU, so a test package normally shares one:
+// A head start keeps one and a half cores busy for 10 to 13 s, so tests
+// share heads:
 //
 //	var ray raytest.Shared
 //
@@ -13,11 +14,23 @@
 //
 //	func TestX(t *testing.T) { h := ray.Head(t); ... }
 //
-// Shared starts its head on first use, so tests that need no Ray pay
-// nothing. The ray executable is the repository's .venv/bin/ray (found by
-// walking up to go.mod), else RAYSTEP_RAY_BIN, else ray on PATH. A missing
-// ray fails the test with the command that installs it: tests are never
-// skipped for want of Ray.
+// Under `make test`, test/suite starts one plain session head and one
+// with Ray's token authentication for the whole run and names a file
+// describing each in RAYSTEP_TEST_HEAD and RAYSTEP_TEST_TOKEN_HEAD; Shared
+// then hands out the session head of its kind (Options.TokenAuth) and
+// starts nothing. Without them (go test ./pkg alone), or when the session
+// head is gone, Shared starts a head of its own on first use, so tests
+// that need no Ray pay nothing. Tests that share a head must not share
+// identities: each gives its steps a run id or name of its own (RunID).
+//
+// StartHead starts a private head for one test: only for tests whose
+// subject is a head's own lifecycle (start, stop, death, detach), which
+// say so in a comment.
+//
+// The ray executable is RAYSTEP_RAY_BIN when set (test/suite points it at
+// its counting ray), else the repository's .venv/bin/ray (found by walking
+// up to go.mod), else ray on PATH. A missing ray fails the test with the
+// command that installs it: tests are never skipped for want of Ray.
 //
 // A head runs without Ray's token authentication unless its options set
 // TokenAuth, as raystep's private heads do; Head.Token is then the token.
@@ -67,17 +80,24 @@ func testDefaults(t testing.TB, opts rayhead.Options) rayhead.Options {
 	return opts
 }
 
-// RayBin returns the ray executable tests use: .venv/bin/ray in the module
-// root, else $RAYSTEP_RAY_BIN, else ray on PATH.
+// RayBin returns the ray executable tests use: $RAYSTEP_RAY_BIN, else
+// .venv/bin/ray in the module root, else ray on PATH.
 func RayBin(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("RAYSTEP_RAY_BIN"); bin != "" {
+		abs, err := rayhead.FindRay(bin)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		return abs
+	}
 	if root, ok := moduleRoot(); ok {
 		cand := filepath.Join(root, ".venv", "bin", "ray")
 		if _, err := os.Stat(cand); err == nil {
 			return cand
 		}
 	}
-	bin, err := rayhead.FindRay(os.Getenv("RAYSTEP_RAY_BIN"))
+	bin, err := rayhead.FindRay("")
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -110,28 +130,60 @@ func stop(t testing.TB, h *rayhead.Head) {
 	}
 }
 
-// Shared is one head shared by the tests of a package. The zero value is
-// ready to use; call Stop from TestMain after m.Run.
+// Head is a running head as tests use it: a private one (*rayhead.Head)
+// or the session's.
+type Head interface {
+	// DashboardURL is the dashboard's base URL, e.g. http://127.0.0.1:41234.
+	DashboardURL() string
+	// Address is the GCS address (host:port), the value for RAY_ADDRESS.
+	Address() string
+	// Token is the head's token; empty without token auth.
+	Token() string
+	// TokenFile is a 0600 file holding Token; empty without token auth.
+	TokenFile() string
+	// TempDir is Ray's root temp dir for the head.
+	TempDir() string
+}
+
+var _ Head = (*rayhead.Head)(nil)
+
+// Shared is a head shared by the tests of a package: the session's, or
+// one of the package's own. The zero value is ready to use; call Stop
+// from TestMain after m.Run.
 type Shared struct {
-	// Options configures the head; RayBin defaults to RayBin.
+	// Options configures the package's own head; RayBin defaults to
+	// RayBin. Of a session head only its kind is chosen: TokenAuth.
 	Options rayhead.Options
 
 	mu   sync.Mutex
-	head *rayhead.Head
+	head Head
+	own  *rayhead.Head
 	err  error
 }
 
-// Head returns the shared head, starting it on first call. A failed start
-// fails every test that asks, with the same error.
-func (s *Shared) Head(t testing.TB) *rayhead.Head {
+// Head returns the shared head, starting the package's own on first call
+// when there is no usable session head. A failed start fails every test
+// that asks, with the same error.
+func (s *Shared) Head(t testing.TB) Head {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.head == nil && s.err == nil {
-		opts := testDefaults(t, s.Options)
 		ctx, cancel := context.WithTimeout(context.Background(), startWait)
 		defer cancel()
-		s.head, s.err = rayhead.Start(ctx, opts)
+		if file := os.Getenv(sessionEnv(s.Options.TokenAuth)); file != "" {
+			h, err := attach(ctx, file, s.Options.TokenAuth, answerWithin)
+			if err == nil {
+				s.head = h
+				return s.head
+			}
+			t.Logf("%v; this package starts a head of its own", err)
+		}
+		opts := testDefaults(t, s.Options)
+		s.own, s.err = rayhead.Start(ctx, opts)
+		if s.err == nil {
+			s.head = s.own
+		}
 	}
 	if s.err != nil {
 		t.Fatalf("start shared ray head: %v", s.err)
@@ -139,15 +191,16 @@ func (s *Shared) Head(t testing.TB) *rayhead.Head {
 	return s.head
 }
 
-// Stop stops the shared head if it was started. It is safe to call twice.
+// Stop stops the package's own head if it started one; a session head is
+// the session's to stop. It is safe to call twice.
 func (s *Shared) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.head == nil {
+	if s.own == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = s.head.Stop(ctx)
-	s.head = nil
+	_ = s.own.Stop(ctx)
+	s.own, s.head = nil, nil
 }
