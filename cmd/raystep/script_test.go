@@ -80,13 +80,3 @@ func cmdBinfile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00"), 0o644))
 }
-
-// stopRayAfter runs the tests, then stops the shared Ray head they may
-// have started.
-type stopRayAfter struct{ m *testing.M }
-
-func (s stopRayAfter) Run() int {
-	code := s.m.Run()
-	ray.Stop()
-	return code
-}

@@ -30,7 +30,10 @@ func TestStepFromSpec(t *testing.T) {
 		GPUType: "a100-80gb", GPUCount: 2, Shape: "head 2 CPU 4Gi; gpu 2x(8 CPU 32Gi 1 a100-80gb)",
 	}
 	data := pipes.ContextData{AssetKeys: []string{"ads_ranking_model"}, RunID: "r-1", RetryNumber: 2, Extras: map[string]any{}}
-	env, _ := pipesEnv(t, data)
+	env, err := pipes.BootstrapEnv(pipes.ContextDataParams(data), pipes.FileMessagesParams(filepath.Join(t.TempDir(), "messages")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sess, err := pipes.Open(pipes.Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {
 		t.Fatal(err)

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/test/cluster"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -33,20 +35,50 @@ while not os.path.exists('%s'): time.sleep(0.1)
 print('second' + ' line', flush=True)"`, gate)
 }
 
-// rayHead is the package's real Ray head, with token authentication as
-// the local backend's heads have it; TestMain stops it.
-var rayHead = raytest.Shared{Options: rayhead.Options{NumCPUs: 2, TokenAuth: true, ReadyTimeout: 170 * time.Second}}
+// rayHead is a real Ray head with token authentication, as the local
+// backend's heads have it: the session's shared one (test/raytest).
+var rayHead = raytest.Shared{Options: rayhead.Options{TokenAuth: true}}
+
+// kube is the control plane the package's tests share, each in a
+// namespace of its own: starting one is not what they test.
+var kube struct {
+	once sync.Once
+	c    *cluster.Cluster
+	err  error
+}
+
+// sharedCluster starts kube on first use.
+func sharedCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	kube.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		kube.c, kube.err = cluster.Start(ctx, cluster.Options{Logf: t.Logf})
+	})
+	if kube.err != nil {
+		t.Fatalf("start the package's cluster: %v", kube.err)
+	}
+	return kube.c
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	rayHead.Stop()
+	if kube.c != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := kube.c.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the package's cluster:", err)
+			code = max(code, 1)
+		}
+		cancel()
+	}
 	os.Exit(code)
 }
 
 // localServer serves the cluster pages of one local head, a real
 // token-authenticated Ray head, behind the UI's token.
 type localServer struct {
-	head *rayhead.Head
+	head raytest.Head
 	url  string // the server's base URL
 	page string // the cluster page's path
 }

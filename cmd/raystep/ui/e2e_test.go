@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/test/cluster"
 )
 
 // plantedToken is the page's auth token; no answer may contain it.
@@ -126,7 +125,7 @@ func stepJob(ns, name string) *rayv1.RayJob {
 // operator: a raystep RayJob appears in /api/clusters, in the page and
 // as a live event; its status change and its deletion arrive live.
 func TestLiveList(t *testing.T) {
-	c := cluster.New(t, cluster.Options{})
+	c := sharedCluster(t)
 	ray, err := rayclient.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -53,9 +53,9 @@ func TestUIManifestRole(t *testing.T) {
 	if pod["serviceAccountName"] != "raystep-ui" {
 		t.Errorf("the Deployment runs as %v, want raystep-ui", pod["serviceAccountName"])
 	}
-	c := cluster.New(t, cluster.Options{})
+	c := sharedCluster(t)
 	ctx := t.Context()
-	const ns = "ml-ads"
+	const ns = "ml-ads-role"
 	grantUI(t, c, objs, ns)
 	admin, err := rayclient.NewForConfig(c.Config)
 	if err != nil {
@@ -110,9 +110,9 @@ func TestUIManifestRole(t *testing.T) {
 // optional secrets rule is on, and says what it lacks until then.
 func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 	objs := manifest(t)
-	c := cluster.New(t, cluster.Options{})
+	c := sharedCluster(t)
 	ctx := t.Context()
-	const ns = "ml-ads"
+	const ns = "ml-ads-dns"
 	grantUI(t, c, objs, ns)
 	admin := rayclient.NewForConfigOrDie(c.Config)
 	rc := notebookCluster(ns, "dev")
@@ -168,6 +168,18 @@ func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 // and RoleBinding (objs).
 func grantUI(t *testing.T, c *cluster.Cluster, objs map[string]*unstructured.Unstructured, ns string) {
 	t.Helper()
+	// Into ns, as `kubectl apply -n NS` would: the tests share one
+	// cluster, each in a namespace of its own.
+	for _, o := range objs {
+		o.SetNamespace(ns)
+	}
+	subjects, _, _ := unstructured.NestedSlice(objs["RoleBinding"].Object, "subjects")
+	for _, s := range subjects {
+		s.(map[string]any)["namespace"] = ns
+	}
+	if err := unstructured.SetNestedSlice(objs["RoleBinding"].Object, subjects, "subjects"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Clientset.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -19,45 +19,54 @@ import (
 	"github.com/raystep/raystep/test/browser"
 )
 
-// TestLocalUIListInBrowser opens the page of the built `raystep ui` (no
-// kubeconfig: the local heads only) in chromium and watches it without a
-// reload: `raystep up` makes its interactive row appear, Ready and owned
-// by the user, and `raystep down` makes it go. The head's token is in
-// neither the page nor /api/clusters. Screenshots of both moments are
-// saved.
-func TestLocalUIListInBrowser(t *testing.T) {
-	t.Parallel()
-	e := newLocalEnv(t)
-	base := e.startUI(t)
+// pageWatch is the page of the built `raystep ui` (no kubeconfig: the
+// local heads only), open in chromium and watched without a reload while
+// a test brings a cluster up and down.
+type pageWatch struct {
+	tab  *browser.Tab
+	base string // the page's URL
+}
 
-	tab := browser.New(t)
-	ctx, cancel := context.WithTimeout(tab.Ctx, 4*time.Minute)
+// watchPage starts `raystep ui` in e's environment, opens its page and
+// waits for its live updates.
+func (e localEnv) watchPage(t *testing.T) pageWatch {
+	t.Helper()
+	p := pageWatch{base: e.startUI(t), tab: browser.New(t)}
+	ctx, cancel := context.WithTimeout(p.tab.Ctx, 4*time.Minute)
 	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.base)); err != nil {
 		t.Fatal(err)
 	}
-	awaitPage(ctx, t, tab, "the live updates", `document.getElementById("live").textContent === "Live."`)
+	awaitPage(ctx, t, p.tab, "the live updates", `document.getElementById("live").textContent === "Live."`)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.raystepMark = "no reload"`)); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
 
-	const name = "uilist"
-	key := "interactive/" + ui.LocalNamespace + "/" + name
-	row := fmt.Sprintf(`document.querySelector('tr[data-key=%q]')`, key)
-	rec := e.up(t, name, "--ttl", "10m")
+// rowOf is the page expression for the row of the local cluster name.
+func rowOf(name string) string {
+	return fmt.Sprintf(`document.querySelector('tr[data-key=%q]')`, "interactive/"+ui.LocalNamespace+"/"+name)
+}
+
+// awaitUp waits for the row of name, which up brought up as rec: Ready
+// and owned by the user. Neither the page nor /api/clusters holds the
+// head's token. A screenshot is saved.
+func (p pageWatch) awaitUp(t *testing.T, name string, rec localRecord) {
+	t.Helper()
 	// The page's own waits start now: up may have waited its turn behind
 	// other heads' starts.
-	ctx, cancel = context.WithTimeout(tab.Ctx, 4*time.Minute)
+	ctx, cancel := context.WithTimeout(p.tab.Ctx, 4*time.Minute)
 	defer cancel()
 	// Columns: Namespace, Name, Kind, Owner, ..., Status (the 9th).
-	awaitPage(ctx, t, tab, "the row of "+name, fmt.Sprintf(`(() => {
+	awaitPage(ctx, t, p.tab, "the row of "+name, fmt.Sprintf(`(() => {
 		const tr = %s;
 		if (!tr) return false;
 		const cells = [...tr.cells].map((td) => td.textContent.trim());
 		return cells[1] === %q && cells[2] === "interactive" && cells[3] === "tester" &&
 			(cells[8].startsWith(%q) || cells[8].startsWith(%q));
-	})()`, row, name, ui.StatusReady, ui.StatusRunning))
-	tab.Shot("up")
+	})()`, rowOf(name), name, ui.StatusReady, ui.StatusRunning))
+	p.tab.Shot("up")
 
 	token, err := os.ReadFile(rec.TokenFile)
 	if err != nil || strings.TrimSpace(string(token)) == "" {
@@ -74,14 +83,18 @@ func TestLocalUIListInBrowser(t *testing.T) {
 	if strings.Contains(html, secret) {
 		t.Errorf("the page's HTML holds the head's token")
 	}
-	if api := get(t, base+"api/clusters"); !strings.Contains(api, `"`+name+`"`) || strings.Contains(api, secret) {
+	if api := get(t, p.base+"api/clusters"); !strings.Contains(api, `"`+name+`"`) || strings.Contains(api, secret) {
 		t.Errorf("/api/clusters must list %s without its token:\n%s", name, api)
 	}
+}
 
-	if code, out, errOut := e.raystep(t, "down", name); code != 0 {
-		t.Fatalf("down exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
-	awaitPage(ctx, t, tab, "the row of "+name+" to go", "!"+row)
+// awaitDown waits for the row of name to leave the page, which must not
+// have been reloaded to drop it. A screenshot is saved.
+func (p pageWatch) awaitDown(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.tab.Ctx, 4*time.Minute)
+	defer cancel()
+	awaitPage(ctx, t, p.tab, "the row of "+name+" to go", "!"+rowOf(name))
 	mark, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.raystepMark || "reloaded"`))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +102,7 @@ func TestLocalUIListInBrowser(t *testing.T) {
 	if mark != "no reload" {
 		t.Errorf("the page was reloaded to drop the row (mark %q)", mark)
 	}
-	tab.Shot("down")
+	p.tab.Shot("down")
 }
 
 // startUI starts the built `raystep ui` on a free port in the test's

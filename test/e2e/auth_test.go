@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"net"
@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/raystep/raystep/rayhead"
-	"github.com/raystep/raystep/test/raytest"
 )
 
 // stable replaces what changes from run to run in raystep's console
@@ -26,7 +23,7 @@ func stable(s string) string {
 // authentication: the token is found where Ray's own tools find it, and a
 // wrong or missing one fails at once with one line that says what to set.
 func TestRunOnTokenCluster(t *testing.T) {
-	h := raytest.StartHead(t, rayhead.Options{NumCPUs: 1, TokenAuth: true})
+	h := tokenRay.Head(t)
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".ray"), 0o700); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"errors"
@@ -167,7 +167,7 @@ func TestRunExcludes(t *testing.T) {
 // no zip behind. The time from the signal to the exit is logged.
 func TestRunSIGTERMWhilePackaging(t *testing.T) {
 	t.Parallel()
-	bin := buildRaystep(t)
+	bin := raystepBin
 	var packageRequests atomic.Int32
 	dash := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

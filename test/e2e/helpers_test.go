@@ -1,37 +1,77 @@
-package main
+package e2e
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/raystep/raystep/dagster_integration/pipes"
-	"github.com/raystep/raystep/internal/quickstart"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/test/raytest"
 )
 
-// The end-to-end tests run raystep against real Ray heads: a shared one for
-// RAY_ADDRESS runs, private ones that raystep starts itself. Pipes runs get
-// the bootstrap Dagster's subprocess client would give: the context inline
-// and messages appended to a file.
+// The end-to-end tests run the raystep binary, built once for the package
+// (with the race detector when the tests are), against real Ray heads: the
+// session's shared ones for RAY_ADDRESS runs (test/raytest), private ones
+// that raystep starts itself where a head's own lifecycle is what a test
+// proves. Pipes runs get the bootstrap Dagster's subprocess client would
+// give: the context inline and messages appended to a file.
 
-var ray raytest.Shared
+var (
+	ray      raytest.Shared
+	tokenRay = raytest.Shared{Options: rayhead.Options{TokenAuth: true}}
+)
 
-// TestMain also makes this test binary the raystep command of the
-// testscript scripts (script_test.go).
+// raystepBin is the binary under test, built by TestMain.
+var raystepBin string
+
 func TestMain(m *testing.M) {
-	quickstart.Done() // as main does
-	testscript.Main(stopRayAfter{m}, map[string]func(){"raystep": main})
+	dir, err := os.MkdirTemp("", "raystep-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	raystepBin = filepath.Join(dir, "raystep")
+	args := []string{"build", "-o", raystepBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, "../../cmd/raystep")...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build raystep: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	ray.Stop()
+	tokenRay.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// Exit codes from DESIGN.md's table: what raystep's callers see.
+const (
+	exitOK             = 0
+	exitJobFailed      = 1
+	exitUsage          = 2
+	exitInfrastructure = 3
+	exitSIGHUP         = 129
+	exitSIGINT         = 130
+	exitSIGTERM        = 143
+)
+
+// Example specs, as the tests run them.
+const (
+	train    = "../../examples/ads_ranking/train.yaml"
+	eval     = "../../examples/ads_ranking/eval.yaml"
+	platform = "../../examples/platform.yaml"
+)
 
 // message is one Pipes message raystep wrote.
 type message struct {
@@ -122,38 +162,38 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runRay runs raystep in-process with env as its environment (plus
-// RAYSTEP_RAY_BIN, the tests' ray) and returns its exit code and output.
+// runRay runs the raystep binary with env on top of childEnv (plus
+// RAYSTEP_RAY_BIN, the tests' ray, unless env sets it) and returns its
+// exit code and output.
 func runRay(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	full := map[string]string{"RAYSTEP_RAY_BIN": raytest.RayBin(t)}
 	for k, v := range env {
 		full[k] = v
 	}
+	extra := make([]string, 0, len(full))
+	for k, v := range full {
+		extra = append(extra, k+"="+v)
+	}
+	cmd := exec.Command(raystepBin, args...)
+	cmd.Env = childEnv(extra...)
 	var out, errOut syncBuffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, lookup: envconfig.MapLookuper(full)}
-	code := a.main(context.Background(), args)
-	return code, out.String(), errOut.String()
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errOut.String()
+	case err != nil:
+		t.Fatalf("run raystep: %v", err)
+	}
+	return 0, out.String(), errOut.String()
 }
 
-// rayWrapper writes an executable that records each invocation (its pid
-// and arguments, one line each) in a log and then runs the tests' ray,
-// with ray's own directory first on PATH so that the driver's python is
-// the one Ray runs on. The pid of `ray start` is the head's process group.
+// rayWrapper is a ray that logs each invocation: see raytest.Wrapper.
 func rayWrapper(t *testing.T) (bin, log string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin, log = filepath.Join(dir, "ray"), filepath.Join(dir, "invocations")
-	real := raytest.RayBin(t)
-	script := "#!/bin/sh\necho \"$$ $*\" >> " + log + "\nPATH=" + filepath.Dir(real) + ":$PATH exec " + real + " \"$@\"\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// raystep runs the head's keeper with a python beside ray.
-	if err := os.Symlink(filepath.Join(filepath.Dir(real), "python3"), filepath.Join(dir, "python3")); err != nil {
-		t.Fatal(err)
-	}
-	return bin, log
+	return raytest.Wrapper(t)
 }
 
 // processesMentioning returns the pids whose command line contains s.

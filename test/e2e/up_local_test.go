@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ type localEnv struct {
 func newLocalEnv(t *testing.T) localEnv {
 	t.Helper()
 	rayBin, invocations := rayWrapper(t)
-	return localEnv{bin: buildRaystep(t), rayBin: rayBin, invocations: invocations, state: t.TempDir(), home: t.TempDir()}
+	return localEnv{bin: raystepBin, rayBin: rayBin, invocations: invocations, state: t.TempDir(), home: t.TempDir()}
 }
 
 // env is the binary's environment: no kubeconfig, so that ls and gc look
@@ -252,13 +252,18 @@ func startRetries(outputs ...string) int {
 	return n
 }
 
-// TestLocalUpLifecycle: up starts a detached head; a step borrows it
-// (its log shows, the head outlives it); ls lists it; up on the live name
-// moves its expiry and starts nothing; down stops every process of it.
+// TestLocalUpLifecycle: up starts a detached head, and the page of the
+// built `raystep ui`, open in chromium, shows its row live (pageWatch); a
+// step borrows it (its log shows, the head outlives it); ls lists it;
+// dashboard prints its dashboard, notebook says it has none; up on the
+// live name moves its expiry and starts nothing; down stops every process
+// of it, and its row leaves the page without a reload.
 func TestLocalUpLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newLocalEnv(t)
+	page := e.watchPage(t)
 	rec := e.up(t, "life", "--ttl", "10m", "--cpus", "1")
+	page.awaitUp(t, "life", rec)
 	h := e.head(t, rec.SupervisorPid)
 	if h.tempDir != rec.TempDir {
 		t.Fatalf("ray started with --temp-dir=%s, the record says %s", h.tempDir, rec.TempDir)
@@ -312,6 +317,19 @@ spec:
 		t.Errorf("ls: exit %d, want 0 and a table of life:\n%s%s", code, out, errOut)
 	}
 
+	if code, _, errOut := e.raystep(t, "notebook", "life"); code != 2 || !strings.Contains(errOut, "raystep up --notebook --name life") {
+		t.Errorf("notebook on a cluster without one: exit %d %q, want 2 and the up --notebook hint", code, errOut)
+	}
+	code, out, errOut = e.raystep(t, "dashboard", "life")
+	if code != 0 || strings.TrimSpace(out) != rec.DashboardURL || !strings.Contains(errOut, "RAY_AUTH_TOKEN=$(cat ") {
+		t.Errorf("dashboard life: exit %d, stdout %q (want %s), stderr %q", code, out, rec.DashboardURL, errOut)
+	}
+	for _, args := range [][]string{{"dashboard", "nope"}, {"notebook", "Bad_Name"}, {"dashboard", "life", "--port", "9000"}} {
+		if code, _, errOut := e.raystep(t, args...); code != 2 {
+			t.Errorf("raystep %s: exit %d %q, want 2", strings.Join(args, " "), code, errOut)
+		}
+	}
+
 	starts := e.rayStarts()
 	code, _, errOut = e.raystep(t, "up", "--name", "life", "--ttl", "20m")
 	ext, _ := e.record(t, "life")
@@ -329,33 +347,9 @@ spec:
 	if _, ok := e.record(t, "life"); ok {
 		t.Errorf("down left the record of life")
 	}
+	page.awaitDown(t, "life")
 	if code, _, errOut := e.raystep(t, "down", "life"); code != exitUsage || !strings.Contains(errOut, "no such local cluster") {
 		t.Errorf("down of a stopped cluster: exit %d, want %d and not found:\n%s", code, exitUsage, errOut)
-	}
-}
-
-// TestLocalUpStopsAtItsExpiry: with no raystep running, the supervisor
-// stops the head at its expiry; ls then says expired and gc clears the
-// record away.
-func TestLocalUpStopsAtItsExpiry(t *testing.T) {
-	t.Parallel()
-	e := newLocalEnv(t)
-	rec := e.up(t, "brief", "--ttl", "15s", "--cpus", "1")
-	h := e.head(t, rec.SupervisorPid)
-	awaitExit(t, h.keeper, 3*time.Minute)
-	if now := time.Now(); now.Before(rec.Expires) {
-		t.Errorf("the supervisor ended at %s, before the expiry %s", now, rec.Expires)
-	}
-	assertLocalHeadGone(t, h)
-	if rows := e.ls(t); len(rows) != 1 || rows[0].Deployment != "expired" {
-		t.Errorf("ls after the expiry = %+v, want brief expired", rows)
-	}
-	code, out, errOut := e.raystep(t, "gc")
-	if code != 0 || out != "removed local cluster brief: expired, its head no longer runs\n" {
-		t.Errorf("gc: exit %d, stdout %q\n%s", code, out, errOut)
-	}
-	if _, ok := e.record(t, "brief"); ok {
-		t.Errorf("gc left the record of brief")
 	}
 }
 

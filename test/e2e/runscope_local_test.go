@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"errors"
@@ -128,11 +128,14 @@ func TestLocalRunScopedSharesOneHead(t *testing.T) {
 	}
 }
 
-// TestLocalBorrowedHeadExpiresMidStep: a step on a borrowed local head
-// whose expiry comes while its job runs (up --ttl 3s moves it near) fails
-// (exit 3) saying so, within 2 minutes with teardown on a busy machine,
-// while the dashboard-outage bound is 30 minutes; the head is gone.
-func TestLocalBorrowedHeadExpiresMidStep(t *testing.T) {
+// TestLocalUpExpiry: the supervisor stops an up head at its expiry by
+// itself (up has exited; the one raystep left is a step that borrows the
+// head, which never stops a borrowed head). Its expiry comes while the
+// step's job runs (up --ttl 3s moves it near): the step fails (exit 3)
+// saying so, within 2 minutes with teardown on a busy machine, while the
+// dashboard-outage bound is 30 minutes; the head is gone; ls then says
+// expired and gc clears the record away.
+func TestLocalUpExpiry(t *testing.T) {
 	t.Parallel()
 	e := newLocalEnv(t)
 	rec := e.up(t, "short", "--ttl", "10m", "--cpus", "1")
@@ -164,5 +167,18 @@ func TestLocalBorrowedHeadExpiresMidStep(t *testing.T) {
 		t.Errorf("the step failed %s after the expiry, want promptly", late.Round(time.Second))
 	}
 	awaitExit(t, h.keeper, 3*time.Minute)
+	if now := time.Now(); now.Before(moved.Expires) {
+		t.Errorf("the supervisor ended at %s, before the expiry %s", now, moved.Expires)
+	}
 	assertLocalHeadGone(t, h)
+	if rows := e.ls(t); len(rows) != 1 || rows[0].Deployment != "expired" {
+		t.Errorf("ls after the expiry = %+v, want short expired", rows)
+	}
+	code, out, errOut := e.raystep(t, "gc")
+	if code != 0 || out != "removed local cluster short: expired, its head no longer runs\n" {
+		t.Errorf("gc: exit %d, stdout %q\n%s", code, out, errOut)
+	}
+	if _, ok := e.record(t, "short"); ok {
+		t.Errorf("gc left the record of short")
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os/exec"
@@ -15,7 +15,7 @@ import (
 // new import of either side could silently undo it.
 func TestInitRunsFirst(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(buildRaystep(t), "version")
+	cmd := exec.Command(raystepBin, "version")
 	cmd.Env = childEnv("GODEBUG=inittrace=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

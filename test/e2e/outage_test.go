@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // answering, gives up after RAYSTEP_DASHBOARD_OUTAGE with exit 3, and its
 // teardown leaves no process of the head or of the job behind.
 func TestRunDashboardDies(t *testing.T) {
-	bin := buildRaystep(t)
+	bin := raystepBin
 	rayBin, invocations := rayWrapper(t)
 	marker := fmt.Sprintf("outage-%d", time.Now().UnixNano())
 	cmd := exec.Command(bin, "run", "-f", train, "--set",

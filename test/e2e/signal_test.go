@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -6,24 +6,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// buildRaystep compiles this command into a temp dir.
-func buildRaystep(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "raystep")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // childEnv is this process's environment without anything that would
 // point raystep at another cluster or a Dagster session, plus extra.
@@ -88,7 +76,7 @@ func startedHead(t *testing.T, invocations string) head {
 // private head: the job is stopped, the head and everything it started are
 // gone, its temp dir is removed and raystep exits 143.
 func TestRunSIGTERM(t *testing.T) {
-	bin := buildRaystep(t)
+	bin := raystepBin
 	rayBin, invocations := rayWrapper(t)
 	cmd := exec.Command(bin, "run", "-f", train,
 		"--set", `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(600)"`)

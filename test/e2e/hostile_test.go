@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package e2e
 
 import (
 	"bufio"
@@ -81,7 +81,7 @@ func buildMaxRSS(t *testing.T) string {
 // RSS of each.
 func TestValidateHostileSpecs(t *testing.T) {
 	t.Parallel()
-	bin, maxrss := buildRaystep(t), buildMaxRSS(t)
+	bin, maxrss := raystepBin, buildMaxRSS(t)
 	rssFile := filepath.Join(t.TempDir(), "rss")
 	elf, err := os.ReadFile("/bin/true")
 	if err != nil {
@@ -204,7 +204,7 @@ func TestValidateHostileSpecs(t *testing.T) {
 // once with 130 or 143. go test -v prints how long each took.
 func TestSignalWhileReadingSpec(t *testing.T) {
 	t.Parallel()
-	bin := buildRaystep(t)
+	bin := raystepBin
 	for _, command := range []string{"validate", "render", "run"} {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			t.Run(command+"/"+sig.String(), func(t *testing.T) {

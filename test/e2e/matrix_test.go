@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raystep/raystep/test/matrix"
 )
 
 // The signal matrix runs the built raystep on the local backend and
@@ -50,13 +52,18 @@ var matrixSignals = []struct {
 	{"SIGKILL", syscall.SIGKILL, 0},
 }
 
-// TestSignalMatrix signals raystep in every phase with every signal,
-// RAYSTEP_SIGNAL_MATRIX_REPEAT times (default 1: each of the 16 cells once
-// in the suite; raise it to soak for rare races), cells in parallel up to
-// -parallel. After SIGTERM, SIGINT and SIGHUP raystep exits 143, 130 and
-// 129, and when it prints that the cluster was deleted, nothing started
-// for the step runs any more; after SIGKILL everything is gone within 60 s
-// with no further command run. The head's temp dir is removed either way.
+// TestSignalMatrix signals raystep in each phase with each signal. Each
+// cell starts a private head, because what it proves is that head's end:
+// after SIGTERM, SIGINT and SIGHUP raystep exits 143, 130 and 129, and
+// when it prints that the cluster was deleted, nothing started for the
+// step runs any more; after SIGKILL everything is gone within 60 s with
+// no further command run. The head's temp dir is removed either way.
+//
+// `make test` runs a covering sample of the 16 cells (every phase once,
+// every signal once, drawn from the commit: see test/matrix), `make
+// test-full` all of them. RAYSTEP_SIGNAL_MATRIX_REPEAT runs each chosen
+// cell that many times (default 1; raise it to soak for rare races).
+// Cells run in parallel up to -parallel.
 func TestSignalMatrix(t *testing.T) {
 	repeat := 1
 	if s := os.Getenv("RAYSTEP_SIGNAL_MATRIX_REPEAT"); s != "" {
@@ -66,21 +73,19 @@ func TestSignalMatrix(t *testing.T) {
 		}
 		repeat = n
 	}
-	bin := buildRaystep(t)
-	for _, ph := range matrixPhases {
-		for _, sg := range matrixSignals {
-			for i := range repeat {
-				t.Run(fmt.Sprintf("%s/%s/%d", ph.name, sg.name, i), func(t *testing.T) {
-					t.Parallel()
-					r := startMatrixRun(t, bin)
-					r.signalAt(ph, sg.sig)
-					if sg.sig == syscall.SIGKILL {
-						r.checkGoneAfterKill()
-					} else {
-						r.checkCleanExit(sg.code, ph.teardown)
-					}
-				})
-			}
+	for _, cell := range matrix.Cells(t, len(matrixPhases), len(matrixSignals)) {
+		ph, sg := matrixPhases[cell.Row], matrixSignals[cell.Col]
+		for i := range repeat {
+			t.Run(fmt.Sprintf("%s/%s/%d", ph.name, sg.name, i), func(t *testing.T) {
+				t.Parallel()
+				r := startMatrixRun(t, raystepBin)
+				r.signalAt(ph, sg.sig)
+				if sg.sig == syscall.SIGKILL {
+					r.checkGoneAfterKill()
+				} else {
+					r.checkCleanExit(sg.code, ph.teardown)
+				}
+			})
 		}
 	}
 }
@@ -325,7 +330,7 @@ func (r *matrixRun) cleanup() {
 // stdout and stderr lead nowhere any more when SIGHUP arrives while the
 // job runs. raystep still tears down and exits 129, and nothing is left.
 func TestRunSIGHUPAfterTerminalClosed(t *testing.T) {
-	r := startMatrixRunWith(t, buildRaystep(t), true)
+	r := startMatrixRunWith(t, raystepBin, true)
 	r.waitPhase(matrixPhases[3])
 	r.closeOutput()
 	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
