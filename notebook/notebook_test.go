@@ -20,6 +20,19 @@ import (
 	"github.com/raystep/raystep/test/raytest"
 )
 
+// The tests run notebooks as jobs on the session's shared heads (test/raytest).
+var (
+	ray      raytest.Shared
+	tokenRay = raytest.Shared{Options: rayhead.Options{TokenAuth: true}}
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	ray.Stop()
+	tokenRay.Stop()
+	os.Exit(code)
+}
+
 // freePort returns a port of 127.0.0.1 nothing listens on just now.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -36,7 +49,7 @@ func freePort(t *testing.T) int {
 // server answers with its token and refuses without it; a second Launch
 // finds the job running and leaves it be.
 func TestLaunchOnRealHead(t *testing.T) {
-	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1, TokenAuth: true})
+	head := tokenRay.Head(t)
 	for _, app := range []string{schemas.NotebookServer, schemas.NotebookLab} {
 		t.Run(app, func(t *testing.T) {
 			p := schemas.NotebookProfile{Port: freePort(t), App: app}
@@ -44,7 +57,7 @@ func TestLaunchOnRealHead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cluster := "nb-" + app
+			cluster := raytest.Name(t, "nb-"+app)
 			ray, err := raysubmit.New(raysubmit.Config{BaseURL: head.DashboardURL(), Token: head.Token()})
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +109,7 @@ func otherToken(tok string) string {
 // TestAwaitFailsWhenTheJobEnds: a notebook that cannot start (its port is
 // taken) fails the wait with the job's end, not after a timeout.
 func TestAwaitFailsWhenTheJobEnds(t *testing.T) {
-	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
+	head := ray.Head(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +122,7 @@ func TestAwaitFailsWhenTheJobEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err = notebook.Launch(ctx, head.DashboardURL(), "", "taken", p, s)
+	err = notebook.Launch(ctx, head.DashboardURL(), "", raytest.Name(t, "taken"), p, s)
 	if !errors.Is(err, notebook.ErrJobEnded) {
 		t.Fatalf("Launch on a taken port = %v, want ErrJobEnded", err)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
-	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
+	"github.com/raystep/raystep/test/raytest"
 )
 
 // The real clients are plugged in by package adapters, as the CLI does.
@@ -23,7 +23,7 @@ func (p pipesSession) Close(exc *runner.Exception) error {
 // borrowed is a Backend over a running head it does not own, like the
 // local backend with RAY_ADDRESS.
 type borrowed struct {
-	head      *rayhead.Head
+	head      raytest.Head
 	teardowns chan bool
 }
 

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
-	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/test/raytest"
 )
@@ -64,7 +63,7 @@ func newRealStep(t *testing.T, mode, runID string) *realStep {
 }
 
 // newRealStepOn is newRealStep on a head of the test's own.
-func newRealStepOn(t *testing.T, head *rayhead.Head, mode, runID string) *realStep {
+func newRealStepOn(t *testing.T, head raytest.Head, mode, runID string) *realStep {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "driver.py"), []byte(driver), 0o644); err != nil {

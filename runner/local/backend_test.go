@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,17 @@ import (
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/test/raytest"
 )
+
+// rayHead is the session's shared head (test/raytest), for the tests that
+// use a head someone else runs; the others start private heads because
+// their subject is that head's start, end or death.
+var rayHead raytest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	rayHead.Stop()
+	os.Exit(code)
+}
 
 func TestResolveDashboard(t *testing.T) {
 	t.Parallel()
@@ -47,10 +57,11 @@ func TestResolveDashboard(t *testing.T) {
 	}
 }
 
-// TestExistingClusterFromGCSAddress resolves a head's GCS address to its
-// dashboard through Ray's own Python, and leaves the head running.
+// TestExistingClusterFromGCSAddress resolves a head's GCS address (the
+// session's shared head) to its dashboard through Ray's own Python, and
+// leaves the head running.
 func TestExistingClusterFromGCSAddress(t *testing.T) {
-	h := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
+	h := rayHead.Head(t)
 	b := &local.Backend{Address: h.Address(), Head: rayhead.Options{RayBin: raytest.RayBin(t)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -68,26 +79,21 @@ func TestExistingClusterFromGCSAddress(t *testing.T) {
 	if err := c.Teardown(ctx, false); err != nil {
 		t.Fatalf("Teardown: %v", err)
 	}
-	if err := syscall.Kill(h.Pid(), 0); err != nil {
-		t.Errorf("the existing head is gone after Teardown: %v", err)
+	resp, err := http.Get(h.DashboardURL() + "/api/version")
+	if err != nil {
+		t.Fatalf("the existing head no longer answers after Teardown: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the existing head answers %s after Teardown, want 200 OK", resp.Status)
 	}
 }
 
-// TestPrivateHeadTornDownEvenWhenKept starts a private head and checks that
-// Teardown stops it and removes its temp dir although keep is true.
-func TestPrivateHeadTornDownEvenWhenKept(t *testing.T) {
-	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
-	if err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Teardown(context.Background(), false) })
-	d, err := c.Dashboard(ctx)
-	if err != nil || d.URL == "" {
-		t.Fatalf("Dashboard = %+v, %v", d, err)
-	}
+// checkTornDownEvenWhenKept checks that a healthy private cluster c
+// reported no failure, and that Teardown stops every process of its head
+// although keep is true.
+func checkTornDownEvenWhenKept(ctx context.Context, t *testing.T, c runner.Cluster) {
+	t.Helper()
 	select {
 	case err := <-c.Failures():
 		t.Fatalf("a healthy head reported a failure: %v", err)

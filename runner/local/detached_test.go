@@ -76,19 +76,24 @@ func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
 	}
 }
 
-// TestDetachedDownLeavesNothing stops a live cluster with Down.
-func TestDetachedDownLeavesNothing(t *testing.T) {
+// TestDetachedGCStopsExpiredAndKeepsLive brings up one cluster: List and
+// Get return its record, and a script run with its Env reaches it; GC
+// keeps it while it is live, and (with a clock past its expiry) a dry run
+// keeps it too, then GC stops it and nothing is left; Down and Get then
+// say it is not found. (Down of a live cluster: TestLocalUpLifecycle, in
+// test/e2e, through the binary.)
+func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := newClusters(t)
-	in := up(ctx, t, c, "c2", 10*time.Minute)
+	in := up(ctx, t, c, "c3", 10*time.Minute)
 	pids := headProcesses(t, in.SupervisorPid, in.TempDir)
 	if diff := cmp.Diff(in, only(t, c)); diff != "" {
 		t.Errorf("List() after Up (-want +got):\n%s", diff)
 	}
-	got, err := c.Get("c2")
+	got, err := c.Get("c3")
 	if diff := cmp.Diff(in, got); err != nil || diff != "" {
-		t.Errorf("Get(c2): %v, (-want +got):\n%s", err, diff)
+		t.Errorf("Get(c3): %v, (-want +got):\n%s", err, diff)
 	}
 	// A script run with the cluster's Env, as a person would from a shell.
 	script := exec.CommandContext(ctx, rayhead.Interpreter(raytest.RayBin(t)), "-c",
@@ -101,34 +106,7 @@ func TestDetachedDownLeavesNothing(t *testing.T) {
 	if strings.Contains(strings.Join(in.Env(), " "), strings.TrimSpace(readFile(t, in.TokenFile))) {
 		t.Errorf("Env() %v holds the token itself", in.Env())
 	}
-	if err := c.Down(ctx, "c2"); err != nil {
-		t.Fatalf("Down: %v", err)
-	}
-	checkNothingLeft(t, in, pids)
-	if all, err := c.List(); len(all) != 0 || err != nil {
-		t.Errorf("List() after Down = %+v, %v; want nothing", all, err)
-	}
-	for _, p := range []string{in.Log, filepath.Join(c.Dir, "c2.json")} {
-		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s left behind (stat: %v)", p, err)
-		}
-	}
-	if err := c.Down(ctx, "c2"); !errors.Is(err, local.ErrNotFound) {
-		t.Errorf("Down of a cluster that is down = %v, want ErrNotFound", err)
-	}
-	if _, err := c.Get("c2"); !errors.Is(err, local.ErrNotFound) || !strings.Contains(err.Error(), c.Dir) {
-		t.Errorf("Get of a cluster that is down = %v, want ErrNotFound naming %s", err, c.Dir)
-	}
-}
 
-// TestDetachedGCStopsExpiredAndKeepsLive runs GC on one cluster, first
-// live, then (with a clock past its expiry) expired.
-func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := newClusters(t)
-	in := up(ctx, t, c, "c3", 10*time.Minute)
-	pids := headProcesses(t, in.SupervisorPid, in.TempDir)
 	late := &local.Clusters{Dir: c.Dir, Now: func() time.Time { return time.Now().Add(11 * time.Minute) }}
 	for _, tt := range []struct {
 		name   string
@@ -153,6 +131,15 @@ func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
 	checkNothingLeft(t, in, pids)
 	if all, err := c.List(); len(all) != 0 || err != nil {
 		t.Errorf("List() after GC = %+v, %v; want nothing", all, err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "c3.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record is left behind (stat: %v)", err)
+	}
+	if err := c.Down(ctx, "c3"); !errors.Is(err, local.ErrNotFound) {
+		t.Errorf("Down of a cluster that is gone = %v, want ErrNotFound", err)
+	}
+	if _, err := c.Get("c3"); !errors.Is(err, local.ErrNotFound) || !strings.Contains(err.Error(), c.Dir) {
+		t.Errorf("Get of a cluster that is gone = %v, want ErrNotFound naming %s", err, c.Dir)
 	}
 }
 

@@ -145,7 +145,9 @@ func parseProcAddr(t *testing.T, s string) (net.IP, int) {
 // TestPrivateHeadExposure starts a private head as raystep does, runs a
 // driver that starts a worker, and checks, while they all run, that every
 // listening socket of the head's processes is bound to loopback and that
-// the Jobs API refuses requests without the head's token.
+// the Jobs API refuses requests without the head's token. Then Teardown,
+// although told to keep the cluster, stops the head, driver and worker
+// (checkTornDownEvenWhenKept): a private head is the step's alone.
 func TestPrivateHeadExposure(t *testing.T) {
 	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -201,9 +203,7 @@ func TestPrivateHeadExposure(t *testing.T) {
 			t.Errorf("%s %s with Authorization %q: status %d, want 401 or 403", tt.method, tt.path, tt.auth, status)
 		}
 	}
-	if _, err := jobs.Stop(ctx, sub.SubmissionID); err != nil {
-		t.Errorf("stop the driver: %v", err)
-	}
+	checkTornDownEvenWhenKept(ctx, t, c)
 }
 
 // errSeen stops FollowLines once the awaited line came.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/test/raytest"
 	corev1 "k8s.io/api/core/v1"
@@ -18,13 +18,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+var rayHead raytest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	rayHead.Stop()
+	os.Exit(code)
+}
+
 // TestRayJobOnFakeGPUPool drives the real scheduler, kwok, garbage
 // collector and KubeRay reconcilers through InteractiveMode RayJobs: placed
 // on the right fake nodes, Waiting, followed to completion on a real Ray
 // head, collected on delete; and a GPU type no node offers is really
 // Unschedulable. Stop leaves no process behind.
+//
+// Starting a control plane is what this package is about, so its two
+// tests start one each; the Ray head is the session's.
 func TestRayJobOnFakeGPUPool(t *testing.T) {
-	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
+	head := rayHead.Head(t)
 	start := time.Now()
 	c := New(t, Options{Nodes: gpuPool(), DashboardURL: head.DashboardURL(), Audit: true})
 	t.Logf("environment ready in %s", time.Since(start).Round(time.Millisecond))

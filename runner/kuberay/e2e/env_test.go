@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
@@ -35,7 +34,7 @@ import (
 var shared struct {
 	once    sync.Once
 	ray     raytest.Shared
-	head    *rayhead.Head
+	head    raytest.Head
 	k8s     *cluster.Cluster
 	profile *schemas.Profile
 	// notebookPort is the port kwok sends to 127.0.0.1 for the notebook

@@ -41,7 +41,7 @@ var tokenRay = raytest.Shared{Options: rayhead.Options{TokenAuth: true}}
 
 // tokenLabel returns the label that routes the operator's dashboard calls
 // for a RayJob to head.
-func tokenLabel(t *testing.T, head *rayhead.Head) (string, string) {
+func tokenLabel(t *testing.T, head raytest.Head) (string, string) {
 	t.Helper()
 	v, err := cluster.DashboardLabelValue(head.DashboardURL())
 	if err != nil {
