@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from rayheads import Head, private_head, session_head
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -26,9 +28,39 @@ def raystep_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def ray_path() -> str:
-    """PATH with the virtualenv first, so raystep finds `ray` and the driver's `python` has Ray."""
+    """PATH with the virtualenv first, so raystep finds `ray` and the driver's `python` has Ray.
+
+    Under `make test` the suite's counting ray (RAYSTEP_RAY_BIN) goes before it.
+    """
     interpreter_bin = str(Path(sys.executable).parent)
-    return os.pathsep.join([str(VENV_BIN), interpreter_bin, os.environ.get("PATH", "")])
+    first = (
+        [str(Path(os.environ["RAYSTEP_RAY_BIN"]).parent)]
+        if os.environ.get("RAYSTEP_RAY_BIN")
+        else []
+    )
+    return os.pathsep.join(
+        [*first, str(VENV_BIN), interpreter_bin, os.environ.get("PATH", "")]
+    )
+
+
+@pytest.fixture(scope="session")
+def ray_head(ray_path: str) -> Iterator[Head]:
+    """The Ray head tests share: the session's under `make test`, else one started once here.
+
+    Tests that run steps on it give each its own Dagster run, so no two attach to one job.
+    """
+    head = session_head()
+    if head is not None:
+        yield head
+        return
+    with private_head(ray_path) as head:
+        yield head
+
+
+@pytest.fixture
+def raystep_env(ray_path: str, ray_head: Head) -> dict[str, str]:
+    """The environment that has raystep run steps on the shared head (RAY_ADDRESS)."""
+    return {"PATH": ray_path, "RAY_ADDRESS": ray_head.dashboard}
 
 
 @pytest.fixture(scope="session")

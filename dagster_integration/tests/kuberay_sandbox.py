@@ -93,9 +93,15 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @contextmanager
 def running_sandbox(
-    repo: Path, work: Path, fail: Callable[[str], NoReturn]
+    repo: Path,
+    work: Path,
+    fail: Callable[[str], NoReturn],
+    ray_dashboard: str = "",
 ) -> Iterator[Sandbox]:
-    """Build and start a sandbox of examples/platform.yaml in work; stop it on every path."""
+    """Build and start a sandbox of examples/platform.yaml in work; stop it on every path.
+
+    With ray_dashboard, the sandbox uses that running Ray head instead of starting one.
+    """
     binary = work / "sandbox"
     build = subprocess.run(
         ["go", "build", "-o", str(binary), "./test/cluster/sandbox"],
@@ -111,6 +117,8 @@ def running_sandbox(
     log = work / "sandbox.log"
     profile = repo / "examples" / "platform.yaml"
     command = [str(binary), "-fast", "-audit", "-profile", str(profile)]
+    if ray_dashboard:
+        command += ["-ray-dashboard", ray_dashboard]
     with log.open("w") as stderr:
         proc = subprocess.Popen(
             [*command, "-dir", str(directory)],

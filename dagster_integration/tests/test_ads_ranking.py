@@ -1,7 +1,9 @@
 """End to end: Dagster materializes the ads_ranking assets through dagster-raystep and the real bin/raystep.
 
-Each step runs `raystep run` with the local backend, which starts a private Ray head, submits the
-example's Ray entrypoint, relays the driver's Pipes messages and tears the head down. Model and
+Each step runs `raystep run` with the local backend on the shared Ray head (conftest's ray_head:
+the head's own start and end are what the Go tests and test_wheels prove), submits the
+example's Ray entrypoint, relays the driver's Pipes messages and stops its job. Every
+materialization is a Dagster run of its own, so no two steps share a Ray job. Model and
 predictions go to the test's temporary directory.
 """
 
@@ -27,15 +29,18 @@ PREDICTIONS_NODE = "ads_ranking_predictions"
 
 @pytest.fixture
 def raystep(
-    raystep_bin: Path, ray_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    raystep_bin: Path,
+    raystep_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> RaystepResource:
-    """The resource on the local backend, with the example's outputs in tmp_path."""
+    """The resource on the local backend and the shared head, with the example's outputs in tmp_path."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     return RaystepResource(
         binary=str(raystep_bin),
         backend="local",
         overrides=example_overrides(tmp_path),
-        env={"PATH": ray_path},
+        env=raystep_env,
     )
 
 

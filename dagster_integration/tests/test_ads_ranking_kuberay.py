@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster_raystep import RaystepResource
 from kuberay_sandbox import Sandbox, created, running_sandbox
+from rayheads import Head
 from test_ads_ranking import (
     DAY,
     MODEL_NODE,
@@ -40,11 +41,14 @@ from test_run_scoped_clusters import fire_success_sensor
 
 @pytest.fixture(scope="module")
 def kuberay_sandbox(
-    repo: Path, tmp_path_factory: pytest.TempPathFactory
+    repo: Path, tmp_path_factory: pytest.TempPathFactory, ray_head: Head
 ) -> Iterator[Sandbox]:
-    """A running sandbox with its API server's audit log."""
+    """A running sandbox, its pods' Ray the shared head, with its API server's audit log."""
     with running_sandbox(
-        repo, tmp_path_factory.mktemp("kuberay-sandbox"), pytest.fail
+        repo,
+        tmp_path_factory.mktemp("kuberay-sandbox"),
+        pytest.fail,
+        ray_dashboard=ray_head.dashboard,
     ) as sandbox:
         yield sandbox
 

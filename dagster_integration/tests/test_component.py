@@ -162,7 +162,7 @@ def new_project(tmp_path: Path) -> Path:
 
 
 def test_scaffolded_component_loads_and_materializes(
-    new_project: Path, raystep_bin: Path, ray_path: str, tmp_path: Path
+    new_project: Path, raystep_bin: Path, raystep_env: dict[str, str], tmp_path: Path
 ) -> None:
     scaffold = _dg(
         new_project,
@@ -198,7 +198,7 @@ def test_scaffolded_component_loads_and_materializes(
                 "raystep": RaystepResource(
                     binary=str(raystep_bin),
                     backend="local",
-                    env={"PATH": ray_path, "XDG_STATE_HOME": str(tmp_path / "state")},
+                    env={**raystep_env, "XDG_STATE_HOME": str(tmp_path / "state")},
                 )
             },
         )

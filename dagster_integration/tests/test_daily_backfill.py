@@ -3,7 +3,8 @@
 `dagster job backfill` creates one run per day and submits them to the instance's run queue (the
 default QueuedRunCoordinator), as a backfill from the UI does; a `dagster-daemon`, started by the
 test on a private DAGSTER_HOME as `dagster dev` starts one, dequeues and launches them. Each
-run's raystep step trains that day's model on a private local Ray head. `dagster asset
+run's raystep step trains that day's model on the shared Ray head (conftest's ray_head), the
+three runs at once. `dagster asset
 materialize --partition-range` runs an asset with `BackfillPolicy.single_run()` once for the
 whole range: one Ray job that gets the range.
 """
@@ -33,14 +34,14 @@ ENDED = {
     dg.DagsterRunStatus.CANCELED,
 }
 
-# INSTANCE is the test's dagster.yaml: the default run queue, one run at a time (the machine
-# runs every day's Ray head in turn rather than all at once), no telemetry.
+# INSTANCE is the test's dagster.yaml: the default run queue, every day's run at once (their
+# Ray jobs share one head), no telemetry.
 INSTANCE = """\
 telemetry:
   enabled: false
 concurrency:
   runs:
-    max_concurrent_runs: 1
+    max_concurrent_runs: 3
 """
 
 # RANGE_DRIVER reports what a single-run backfill's Ray job got: the range and its time window.
@@ -121,6 +122,7 @@ defs = dg.Definitions(
 def project(
     raystep_bin: Path,
     ray_path: str,
+    raystep_env: dict[str, str],
     example_definitions: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -147,7 +149,7 @@ def project(
                 "spec.timeouts.provision": "3m",
                 "spec.timeouts.run": "5m",
             },
-            env={"PATH": ray_path, "XDG_STATE_HOME": str(tmp_path / "state")},
+            env={**raystep_env, "XDG_STATE_HOME": str(tmp_path / "state")},
         )
     )
     env = {**os.environ, "DAGSTER_HOME": str(home), "PATH": ray_path}

@@ -2,137 +2,25 @@
 
 This is what raystep does for them, done by hand with Ray's own job client: the working
 directory is uploaded, the bootstrap travels in runtime_env.env_vars with messages on stdout, and
-the Pipes messages are read back out of the job's log. No raystep binary is involved.
+the Pipes messages are read back out of the job's log. No raystep binary is involved. The head is
+the shared one (conftest's ray_head).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
-import urllib.request
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
+from rayheads import Head
 
 PIPES_VERSION_KEY = "__dagster_pipes_version"
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _wait_for_dashboard(url: str, head: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if head.poll() is not None:
-            pytest.fail(
-                f"ray start exited with {head.returncode}:\n{log.read_text()[-4000:]}"
-            )
-        try:
-            with urllib.request.urlopen(f"{url}/api/version", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(
-        f"Ray dashboard at {url} did not answer within 90s:\n{log.read_text()[-4000:]}"
-    )
-
-
-def _stop(head: subprocess.Popen[bytes]) -> None:
-    """Stop the head's whole process group: SIGTERM, then SIGKILL (gcs_server can outlive SIGTERM)."""
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(head.pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(head.pid, 0)
-            except ProcessLookupError:
-                head.wait()
-                return
-            head.poll()
-            time.sleep(0.2)
-    head.wait(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def ray_head(ray_path: str) -> Iterator[str]:
-    """A private Ray head on 127.0.0.1 with free ports; yields its dashboard URL."""
-    temp_dir = Path(tempfile.mkdtemp(prefix="rs-test-", dir="/tmp"))
-    (
-        gcs,
-        dashboard,
-        node_manager,
-        object_manager,
-        client,
-        agent,
-        metrics,
-        runtime_env,
-        agent_grpc,
-    ) = _free_ports(9)
-    env = {
-        **os.environ,
-        "PATH": ray_path,
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-    env.pop("RAY_ADDRESS", None)
-    log = temp_dir / "head.log"
-    with log.open("wb") as out:
-        head = subprocess.Popen(
-            [
-                shutil.which("ray", path=ray_path) or "ray",
-                "start",
-                "--head",
-                "--block",
-                "--node-ip-address=127.0.0.1",
-                "--num-cpus=2",
-                f"--temp-dir={temp_dir}",
-                f"--port={gcs}",
-                "--dashboard-host=127.0.0.1",
-                f"--dashboard-port={dashboard}",
-                f"--node-manager-port={node_manager}",
-                f"--object-manager-port={object_manager}",
-                f"--ray-client-server-port={client}",
-                f"--dashboard-agent-listen-port={agent}",
-                f"--dashboard-agent-grpc-port={agent_grpc}",
-                f"--metrics-export-port={metrics}",
-                f"--runtime-env-agent-port={runtime_env}",
-                "--disable-usage-stats",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        url = f"http://127.0.0.1:{dashboard}"
-        _wait_for_dashboard(url, head, log)
-        yield url
-    finally:
-        _stop(head)
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _encode(value: dict[str, Any]) -> str:
@@ -207,7 +95,7 @@ def _typed(metadata: dict[str, Any], key: str, kind: str) -> Any:
 
 
 def test_train_eval_batch_inference_on_ray(
-    ray_head: str, repo: Path, tmp_path: Path
+    ray_head: Head, repo: Path, tmp_path: Path
 ) -> None:
     dirs = {
         "ADS_MODEL_DIR": str(tmp_path / "model"),
@@ -215,7 +103,7 @@ def test_train_eval_batch_inference_on_ray(
     }
 
     _, train = _run_job(
-        ray_head,
+        ray_head.dashboard,
         repo,
         "python train.py --epochs 3 --seed 7",
         {**dirs, **_bootstrap(["ads_ranking_model"], {})},
@@ -235,7 +123,7 @@ def test_train_eval_batch_inference_on_ray(
 
     # Same seed, same model: the data and the gradient reduction do not depend on scheduling.
     _, again = _run_job(
-        ray_head,
+        ray_head.dashboard,
         repo,
         "python train.py --epochs 3 --seed 7 --workers 1",
         {**dirs, **_bootstrap(["ads_ranking_model"], {})},
@@ -251,7 +139,7 @@ def test_train_eval_batch_inference_on_ray(
         ]
     }
     _, evaluation = _run_job(
-        ray_head,
+        ray_head.dashboard,
         repo,
         "python eval.py --seed 7",
         {**dirs, "ADS_AUC_THRESHOLD": "0.70", **_bootstrap([], checks)},
@@ -276,7 +164,7 @@ def test_train_eval_batch_inference_on_ray(
     assert _typed(check["metadata"], "log_loss", "float") > 0.0
 
     _, batch = _run_job(
-        ray_head,
+        ray_head.dashboard,
         repo,
         "python batch_inference.py --seed 7 --rows 200000",
         {**dirs, **_bootstrap(["ads_ranking_predictions"], {})},
@@ -291,7 +179,7 @@ def test_train_eval_batch_inference_on_ray(
 
     # A model below the bar fails the check, not the job.
     _, strict = _run_job(
-        ray_head,
+        ray_head.dashboard,
         repo,
         "python eval.py --seed 7",
         {**dirs, "ADS_AUC_THRESHOLD": "0.99", **_bootstrap([], checks)},
@@ -306,10 +194,10 @@ def test_train_eval_batch_inference_on_ray(
 
 
 def test_driver_error_closes_pipes_with_the_exception(
-    ray_head: str, repo: Path, tmp_path: Path
+    ray_head: Head, repo: Path, tmp_path: Path
 ) -> None:
     env = {"ADS_MODEL_DIR": str(tmp_path / "missing-model")}
-    client = JobSubmissionClient(ray_head)
+    client = JobSubmissionClient(ray_head.dashboard)
     job_id = client.submit_job(
         entrypoint="python eval.py --seed 7",
         runtime_env={

@@ -1,4 +1,4 @@
-"""A daily-partitioned asset from `raystep_asset`, materialized for one day on a private local head.
+"""A daily-partitioned asset from `raystep_asset`, materialized for one day on the shared Ray head.
 
 The spec uses `${RAYSTEP_PARTITION_KEY}` in its entrypoint and in an env var; the Ray driver
 opens Dagster Pipes and reports what it got (its argument, the env vars raystep set, the
@@ -53,7 +53,7 @@ spec:
 
 def test_daily_partition_reaches_the_ray_job(
     raystep_bin: Path,
-    ray_path: str,
+    raystep_env: dict[str, str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -75,7 +75,7 @@ def test_daily_partition_reaches_the_ray_job(
             "raystep": RaystepResource(
                 binary=str(raystep_bin),
                 backend="local",
-                env={"PATH": ray_path, "XDG_STATE_HOME": str(tmp_path / "state")},
+                env={**raystep_env, "XDG_STATE_HOME": str(tmp_path / "state")},
             )
         },
     )

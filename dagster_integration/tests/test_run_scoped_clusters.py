@@ -2,7 +2,9 @@
 
 Its three steps (model, AUC check, predictions) share one detached private head, recorded in the
 test's state dir; the run-status sensor, evaluated through Dagster's sensor testing API on the
-run's success event, stops it. Without reuse each step has a head of its own and none is left.
+run's success event, stops it. Without reuse (the default, "step") the steps make no run-scoped
+cluster and none is left; they run on the shared head (a step's own private head, started and
+stopped with it, is what test_wheels and the Go end-to-end tests prove).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def test_daily_job_shares_one_head_per_run(
     example: ModuleType,
     raystep_bin: Path,
     ray_path: str,
+    raystep_env: dict[str, str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     reuse: str,
@@ -44,7 +47,10 @@ def test_daily_job_shares_one_head_per_run(
         backend="local",
         cluster_reuse=reuse,
         overrides=example_overrides(tmp_path),
-        env={"PATH": ray_path, "XDG_STATE_HOME": str(state)},
+        env={
+            **(raystep_env if reuse == "step" else {"PATH": ray_path}),
+            "XDG_STATE_HOME": str(state),
+        },
     )
     instance = dg.DagsterInstance.ephemeral()
     run_ids: list[str] = []
