@@ -140,7 +140,7 @@ func (m *monitor) runIn(ctx context.Context, lw *cache.ListWatch, client any, ob
 		m.watchFailed(obj, err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { on(o, false) },
 		UpdateFunc: func(_, o any) { on(o, false) },
 		DeleteFunc: func(o any) {
@@ -159,7 +159,11 @@ func (m *monitor) runIn(ctx context.Context, lw *cache.ListWatch, client any, ob
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			// The handler's registration, not the informer: the informer
+			// has synced once its store holds the first list, which may be
+			// before on has seen it, and onSync then would say that what is
+			// there is gone.
+			if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 				onSync()
 			}
 		}()
