@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,7 +64,14 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: go run ./test/suite [-events FILE] [-no-heads] -- COMMAND [ARG]...")
 		return 2
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "suite: "+format+"\n", a...) }
+	// logf is called from the session heads' goroutines too: one line at
+	// a time, whole.
+	var logMu sync.Mutex
+	logf := func(format string, a ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(stderr, "suite: "+format+"\n", a...)
+	}
 
 	dir, err := os.MkdirTemp("", "raystep-suite-")
 	if err != nil {
