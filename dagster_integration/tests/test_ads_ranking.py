@@ -9,6 +9,7 @@ predictions go to the test's temporary directory.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from types import ModuleType
@@ -34,13 +35,27 @@ def raystep(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> RaystepResource:
-    """The resource on the local backend and the shared head, with the example's outputs in tmp_path."""
+    """The resource on the local backend and the shared head, with the example's outputs in tmp_path.
+
+    Its state dir is tmp_path/state: a step that made a run-scoped cluster would leave a record
+    there (cluster_reuse defaults to "step": none).
+    """
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     return RaystepResource(
         binary=str(raystep_bin),
         backend="local",
         overrides=example_overrides(tmp_path),
-        env=raystep_env,
+        env={**raystep_env, "XDG_STATE_HOME": str(tmp_path / "state")},
+    )
+
+
+def cluster_records(state: Path) -> list[dict]:
+    """The local clusters recorded in the state dir state (XDG_STATE_HOME)."""
+    clusters = state / "raystep" / "clusters"
+    return (
+        [json.loads(p.read_text()) for p in sorted(clusters.glob("*.json"))]
+        if clusters.is_dir()
+        else []
     )
 
 
@@ -175,6 +190,9 @@ def test_materialize_model_check_and_predictions(
     assert "epoch 3/3" in logs, "the driver's Pipes log messages reach Dagster"
     assert _raystep_warnings(instance, result.run_id) == [], (
         "a default materialization of the example warns about nothing"
+    )
+    assert cluster_records(tmp_path / "state") == [], (
+        "without cluster_reuse the steps make no run-scoped cluster"
     )
 
 

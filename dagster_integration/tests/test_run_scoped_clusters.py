@@ -3,13 +3,13 @@
 Its three steps (model, AUC check, predictions) share one detached private head, recorded in the
 test's state dir; the run-status sensor, evaluated through Dagster's sensor testing API on the
 run's success event, stops it. Without reuse (the default, "step") the steps make no run-scoped
-cluster and none is left; they run on the shared head (a step's own private head, started and
-stopped with it, is what test_wheels and the Go end-to-end tests prove).
+cluster: test_ads_ranking's materialization checks that, on the shared head (a step's own
+private head, started and stopped with it, is what test_wheels and the Go end-to-end tests
+prove).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from types import ModuleType
@@ -17,27 +17,15 @@ from types import ModuleType
 import dagster as dg
 import pytest
 from dagster_raystep import RaystepResource, raystep_run_cluster_sensors
-from test_ads_ranking import example_overrides, materialize_daily
+from test_ads_ranking import cluster_records, example_overrides, materialize_daily
 
 
-def _records(state: Path) -> list[dict]:
-    clusters = state / "raystep" / "clusters"
-    return (
-        [json.loads(p.read_text()) for p in sorted(clusters.glob("*.json"))]
-        if clusters.is_dir()
-        else []
-    )
-
-
-@pytest.mark.parametrize("reuse", ["run", "step"])
 def test_daily_job_shares_one_head_per_run(
     example: ModuleType,
     raystep_bin: Path,
     ray_path: str,
-    raystep_env: dict[str, str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    reuse: str,
     request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -45,12 +33,9 @@ def test_daily_job_shares_one_head_per_run(
     raystep = RaystepResource(
         binary=str(raystep_bin),
         backend="local",
-        cluster_reuse=reuse,
+        cluster_reuse="run",
         overrides=example_overrides(tmp_path),
-        env={
-            **(raystep_env if reuse == "step" else {"PATH": ray_path}),
-            "XDG_STATE_HOME": str(state),
-        },
+        env={"PATH": ray_path, "XDG_STATE_HOME": str(state)},
     )
     instance = dg.DagsterInstance.ephemeral()
     run_ids: list[str] = []
@@ -60,19 +45,16 @@ def test_daily_job_shares_one_head_per_run(
     wall = time.monotonic() - started
     run_ids.append(result.run_id)
     print(
-        f"reuse={reuse} local: wall {wall:.1f}s, heads left after the run: {len(_records(state))}"
+        f"reuse=run local: wall {wall:.1f}s, heads left: {len(cluster_records(state))}"
     )
     assert result.success
     assert len(result.get_asset_check_evaluations()) == 1
-    records = _records(state)
-    if reuse == "step":
-        assert records == []
-        return
+    records = cluster_records(state)
     assert [r["owner"] for r in records] == [f"dagster-run:{result.run_id}"], records
     assert records[0]["name"].startswith("run-")
 
     fire_success_sensor(raystep, instance, result.run_id)
-    assert _records(state) == [], "the sensor stopped the run's head"
+    assert cluster_records(state) == [], "the sensor stopped the run's head"
 
 
 def fire_success_sensor(

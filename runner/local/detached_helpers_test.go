@@ -38,7 +38,7 @@ func TestDetachedHelperProcess(t *testing.T) {
 		return
 	}
 	c := &local.Clusters{Dir: dir, Head: rayhead.Options{RayBin: os.Getenv(helperRay), NumCPUs: 1}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, _, err := c.Up(ctx, local.UpOptions{Name: os.Getenv(helperName), Owner: "tester", TTL: 10 * time.Minute}); err != nil {
 		fmt.Printf("error %v\n", err)

@@ -26,7 +26,7 @@ import (
 // no raystep command run, every process of it is gone and its temp dir
 // removed.
 func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)
 	child := upInChild(t, c.Dir, "c1")
@@ -83,7 +83,7 @@ func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
 // say it is not found. (Down of a live cluster: TestLocalUpLifecycle, in
 // test/e2e, through the binary.)
 func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)
 	in := up(ctx, t, c, "c3", 10*time.Minute)
@@ -147,7 +147,7 @@ func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
 // supervisor: List says gone, at once, and GC clears away the head it
 // left running.
 func TestDetachedListReportsAKilledSupervisorAsGone(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)
 	in := up(ctx, t, c, "c4", 10*time.Minute)

@@ -150,7 +150,7 @@ func parseProcAddr(t *testing.T, s string) (net.IP, int) {
 // (checkTornDownEvenWhenKept): a private head is the step's alone.
 func TestPrivateHeadExposure(t *testing.T) {
 	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := b.Provision(ctx, runner.Step{ID: "raystep-x-0123456789ab"}, runner.Discard)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,10 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
 `
+
+// startProcessTimeout bounds each of envtest's waits: a process to
+// answer, the CRDs to be served.
+const startProcessTimeout = 3 * time.Minute
 
 // startControlPlane starts etcd and the API server through envtest,
 // installs the KubeRay CRDs and writes the admin kubeconfig.
@@ -77,6 +82,12 @@ func (c *Cluster) startControlPlane(ctx context.Context, opts Options) error {
 		Scheme:                c.Scheme,
 		CRDDirectoryPaths:     []string{crds},
 		ErrorIfCRDPathMissing: true,
+		// envtest's own bounds (20 s per process, 10 s for the CRDs to
+		// be served) are for an idle machine; on a busy 2-core one the
+		// API server took 44 s to serve the CRDs. These bound a hang,
+		// not the speed: the caller's context bounds the whole start.
+		ControlPlaneStartTimeout: startProcessTimeout,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: startProcessTimeout},
 	}
 	if c.Config, err = c.env.Start(); err != nil {
 		c.env.Stop() //nolint:errcheck // the start error says more

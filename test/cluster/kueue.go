@@ -167,7 +167,7 @@ func (c *Cluster) installKueueCRDs(webhookPort int) error {
 		}
 		crds = append(crds, crd)
 	}
-	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds, MaxTime: startProcessTimeout}); err != nil {
 		return fmt.Errorf("install kueue CRDs: %w", err)
 	}
 	return nil

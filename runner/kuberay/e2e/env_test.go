@@ -240,7 +240,10 @@ func (w logWriter) Write(p []byte) (int, error) {
 // newRunner returns a runner over b with progress in the test log.
 func newRunner(t *testing.T, b runner.Backend) *runner.Runner {
 	return &runner.Runner{Backend: b, Connect: adapters.Connect, Stdout: logWriter{t}, Events: runner.SinkFunc(func(e runner.Event) { t.Logf("%s %s: %s", e.Phase, e.Kind, e.Message) }),
-		TeardownTimeout: 2 * time.Minute, PollInterval: 200 * time.Millisecond}
+		// A job stopped while Ray still sets up its runtime env stays
+		// PENDING until its supervisor starts: on a busy machine, longer
+		// than the 30 s default; the tests check that it ends, not how fast.
+		TeardownTimeout: 2 * time.Minute, StopTimeout: 2 * time.Minute, PollInterval: 200 * time.Millisecond}
 }
 
 // runID makes a run id unique to this test run.
