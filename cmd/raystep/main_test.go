@@ -8,19 +8,34 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/raystep/raystep/internal/quickstart"
+	"github.com/raystep/raystep/test/raytest"
 )
 
 // The tests of this package run raystep in-process: its commands, flags,
 // output formats and the acceptance scripts of testdata/script. None
-// starts a Ray head or builds the binary: test/e2e drives the built
-// binary, against real Ray.
+// starts a Ray head of its own or builds the binary: test/e2e drives the
+// built binary, against real Ray. The one test that runs a step in-process
+// (TestNoticeDagsterMissed) runs it on rayHead, the session's shared head
+// under make test.
 
 // TestMain also makes this test binary the raystep command of the
 // testscript scripts (script_test.go).
 func TestMain(m *testing.M) {
 	quickstart.Done() // as main does
-	testscript.Main(m, map[string]func(){"raystep": main})
+	testscript.Main(stopHead{m}, map[string]func(){"raystep": main})
 }
+
+// stopHead runs the tests, then stops rayHead (testscript.Main exits).
+type stopHead struct{ m *testing.M }
+
+func (s stopHead) Run() int {
+	defer rayHead.Stop()
+	return s.m.Run()
+}
+
+// rayHead is the head tests that run a step share: the session's under
+// make test, else one this package starts on first use.
+var rayHead raytest.Shared
 
 // syncBuffer is a bytes.Buffer safe for the runner's writers and a test
 // that reads while raystep runs.

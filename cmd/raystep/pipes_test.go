@@ -106,19 +106,24 @@ func (w *refusingReader) String() string {
 	return w.b.String()
 }
 
-// TestNoticeDagsterMissed runs a step that succeeds on a private head with
-// a teardown policy that does not apply there, under a Dagster whose
-// reader fails only the notice saying so: the notice is one of the step's
-// warning events, and missing it makes the successful step an
-// infrastructure failure (exit 3) that stderr names.
+// TestNoticeDagsterMissed runs a step that succeeds on an existing head
+// (the session's shared one) with spec.cluster.reuse: run, which does not
+// apply there, under a Dagster whose reader fails only the notice saying
+// so: the notice is one of the step's warning events, and missing it makes
+// the successful step an infrastructure failure (exit 3) that stderr names.
 func TestNoticeDagsterMissed(t *testing.T) {
-	env := lostSessionEnv(t)
+	env, err := pipes.BootstrapEnv(pipes.ContextDataParams(pipes.ContextData{AssetKeys: []string{"m"},
+		RunID: raytest.RunID(t), Extras: map[string]any{}}), pipes.StdioMessagesParams("stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	env["RAYSTEP_RAY_BIN"] = raytest.RayBin(t)
-	stdout := &refusingReader{refuse: "keeps nothing with a private local head"}
+	env["RAY_ADDRESS"] = rayHead.Head(t).DashboardURL()
+	stdout := &refusingReader{refuse: "runs on an existing cluster already"}
 	var stderr syncBuffer
 	a := &app{stdin: strings.NewReader(""), stdout: stdout, stderr: &stderr, lookup: envconfig.MapLookuper(env)}
 	code := a.main(context.Background(), []string{"run", "-f", train,
-		"--set", "spec.teardown=on_success", "--set", "spec.entrypoint=python -c pass"})
+		"--set", "spec.cluster.reuse=run", "--set", "spec.entrypoint=python -c pass"})
 	if code != exitInfrastructure {
 		t.Errorf("exit %d, want %d\nstderr:\n%s", code, exitInfrastructure, stderr.String())
 	}
