@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN ?= bin
 STATIC_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 
-.PHONY: build venv wheels demo sandbox k8s-bins test test-full test-go test-python vet
+.PHONY: build venv wheels demo sandbox k8s-bins test test-full test-go test-python test-compile vet
 
 ## build: compile the static binaries $(BIN)/raystep and $(BIN)/pipes-conformance
 build:
@@ -67,11 +67,34 @@ TEST_OUT ?= out/test
 SUITE = $(GO) run ./test/suite -events $(TEST_OUT)/events --
 GO_TEST_TIMEOUT ?= 30m
 
+# E2E_PKGS drive real components from outside: the built binary against
+# real Ray (test/e2e), the runner against a real API server and KubeRay
+# operator (runner/kuberay/e2e, test/cluster). They run without the race
+# detector (test/e2e's raystep binary is built with it): the Go code they
+# exercise in-process is raystep's, whose unit packages run with it, and
+# the KubeRay operator and controllers they host in-process cost about
+# 1.6 times the CPU under -race (TestStepSucceeds, TestRayJobFails and
+# TestCancel: 119 CPU-s with -race, 75 without) on a machine whose two
+# cores are the suite's limit.
+E2E_PKGS = ./test/e2e ./runner/kuberay/e2e ./test/cluster
+UNIT_PKGS = $(filter-out $(E2E_PKGS:./%=$(MODULE)/%),$(shell $(GO) list ./...))
+MODULE = github.com/raystep/raystep
+
+# test-compile builds every test binary as test-go runs them, and runs
+# none: .ci/run warms Go's build cache with it while it installs the rest.
+test-compile:
+	$(GO) test -race -count=1 -exec /bin/true $(UNIT_PKGS)
+	$(GO) test -count=1 -exec /bin/true $(E2E_PKGS)
+
 test-go: venv build k8s-bins
 	@mkdir -p $(TEST_OUT)
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -json ./... | \
-		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go.json
+	@rc=0; set -o pipefail; \
+	$(GO) test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -json $(UNIT_PKGS) | \
+		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-unit.json || rc=1; \
+	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) -json $(E2E_PKGS) | \
+		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-e2e.json || rc=1; \
+	exit $$rc
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 15s -fuzzminimizetime 2s ./schemas
 
 # PYTHON_SRC is the Python that ruff checks; mypy is strict on dagster_raystep

@@ -5,7 +5,7 @@
               [--slowest N] [--names] [--phases PHASES] [--budget SECONDS]
     go test -json ... | report.py --stream GO.json
 
---out DIR reads DIR/go.json (`go test -json`), DIR/pytest.xml (pytest's JUnit XML) and
+--out DIR reads DIR/go*.json (`go test -json`, one file per go test run), DIR/pytest.xml (pytest's JUnit XML) and
 DIR/events (the lines test/suite's counting ray and test/cluster append: one per Ray head and
 per control plane). The report gives wall time per Go package and for pytest, the N slowest
 tests, the Ray heads and control planes each started, and one line `head starts: N`; --names
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import glob
 import json
 import os
 import re
@@ -209,7 +210,7 @@ def main() -> int:
     if args.stream:
         return stream(args.stream)
     if args.out:
-        args.go.append(os.path.join(args.out, "go.json"))
+        args.go.extend(sorted(glob.glob(os.path.join(args.out, "go*.json"))))
         args.junit.append(os.path.join(args.out, "pytest.xml"))
         args.events = args.events or os.path.join(args.out, "events")
 
@@ -217,7 +218,9 @@ def main() -> int:
     walls: dict[str, float] = {}
     for p in args.go:
         if os.path.exists(p):
-            walls["go test (all packages)"] = read_go(p, units)
+            # go.json, or go-NAME.json for each go test run of `make test`
+            run = os.path.basename(p).removesuffix(".json").removeprefix("go")
+            walls[f"go test ({run.lstrip('-') or 'all packages'})"] = read_go(p, units)
     for p in args.junit:
         if os.path.exists(p):
             read_junit(p, units)
