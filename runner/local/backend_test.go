@@ -21,7 +21,9 @@ import (
 
 // rayHead is the session's shared head (test/raytest), for the tests that
 // use a head someone else runs; the others start private heads because
-// their subject is that head's start, end or death.
+// their subject is that head's start, end or death. Those run in
+// parallel: their heads' starts take turns (rayhead.StartSlots), and each
+// test's waits (an expiry, a SIGKILLed supervisor) overlap the others'.
 var rayHead raytest.Shared
 
 func TestMain(m *testing.M) {
@@ -61,6 +63,7 @@ func TestResolveDashboard(t *testing.T) {
 // session's shared head) to its dashboard through Ray's own Python, and
 // leaves the head running.
 func TestExistingClusterFromGCSAddress(t *testing.T) {
+	t.Parallel()
 	h := rayHead.Head(t)
 	b := &local.Backend{Address: h.Address(), Head: rayhead.Options{RayBin: raytest.RayBin(t)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

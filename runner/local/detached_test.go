@@ -26,6 +26,7 @@ import (
 // no raystep command run, every process of it is gone and its temp dir
 // removed.
 func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)
@@ -83,6 +84,7 @@ func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
 // say it is not found. (Down of a live cluster: TestLocalUpLifecycle, in
 // test/e2e, through the binary.)
 func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)
@@ -147,6 +149,7 @@ func TestDetachedGCStopsExpiredAndKeepsLive(t *testing.T) {
 // supervisor: List says gone, at once, and GC clears away the head it
 // left running.
 func TestDetachedListReportsAKilledSupervisorAsGone(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := newClusters(t)

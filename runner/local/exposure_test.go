@@ -149,6 +149,7 @@ func parseProcAddr(t *testing.T, s string) (net.IP, int) {
 // although told to keep the cluster, stops the head, driver and worker
 // (checkTornDownEvenWhenKept): a private head is the step's alone.
 func TestPrivateHeadExposure(t *testing.T) {
+	t.Parallel()
 	b := &local.Backend{Head: rayhead.Options{RayBin: raytest.RayBin(t), NumCPUs: 1}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
