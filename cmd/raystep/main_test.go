@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/raystep/raystep/internal/quickstart"
 	"github.com/raystep/raystep/test/raytest"
+	"github.com/raystep/raystep/test/syncbuf"
 )
 
 // The tests of this package run raystep in-process: its commands, flags,
@@ -37,21 +36,5 @@ func (s stopHead) Run() int {
 // make test, else one this package starts on first use.
 var rayHead raytest.Shared
 
-// syncBuffer is a bytes.Buffer safe for the runner's writers and a test
-// that reads while raystep runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is safe for a writer and a reader at once.
+type syncBuffer = syncbuf.Buffer

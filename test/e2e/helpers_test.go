@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/test/raytest"
+	"github.com/raystep/raystep/test/syncbuf"
 )
 
 // The end-to-end tests run the raystep binary, built once for the package
@@ -142,24 +141,8 @@ func metaValue(t *testing.T, meta map[string]any, key string) (any, string) {
 	return v["raw_value"], typ
 }
 
-// syncBuffer is a bytes.Buffer safe for the runner's writers and a test
-// that reads while raystep runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is safe for a writer and a reader at once.
+type syncBuffer = syncbuf.Buffer
 
 // runRay runs the raystep binary with env on top of childEnv (plus
 // RAYSTEP_RAY_BIN, the tests' ray, unless env sets it) and returns its

@@ -26,6 +26,7 @@ import (
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/test/syncbuf"
 )
 
 // The tests here run the built raystep binary as Dagster's subprocess
@@ -454,20 +455,5 @@ func terminate(t *testing.T, p *process) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writers and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is safe for a writer and a reader at once.
+type syncBuffer = syncbuf.Buffer
