@@ -23,7 +23,7 @@ import (
 // follows without waiting out StopTimeout on the dead dashboard.
 func TestRealRayDashboardDiesOnExistingCluster(t *testing.T) {
 	head := raytest.StartHead(t, rayhead.Options{NumCPUs: 1})
-	rs := newRealStepOn(t, head, "sleep", uniqueRunID(t))
+	rs := newRealStepOn(t, head, "sleep", raytest.RunID(t))
 	progress := &lineWatch{}
 	rs.runner.Events = runner.TextSink(progress)
 	rs.runner.Connect = adapters.Connector{MaxOutage: 5 * time.Second}.Connect

@@ -2,22 +2,19 @@ package runner_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/test/raytest"
+	"github.com/raystep/raystep/test/syncbuf"
 )
 
 var ray raytest.Shared
@@ -132,29 +129,9 @@ func (rs *realStep) read(t *testing.T) map[string][]map[string]any {
 	return out
 }
 
-// lineWatch is a concurrency-safe stdout that can wait for a line.
-type lineWatch struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lineWatch) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lineWatch) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func uniqueRunID(t *testing.T) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return strings.ReplaceAll(t.Name(), "/", "-") + "-" + hex.EncodeToString(b[:])
-}
+// lineWatch is a concurrency-safe stdout the test reads while the step
+// writes it.
+type lineWatch = syncbuf.Buffer
 
 func runWithin(t *testing.T, ctx context.Context, rs *realStep) (runner.Result, error) {
 	t.Helper()
@@ -168,7 +145,7 @@ func runWithin(t *testing.T, ctx context.Context, rs *realStep) (runner.Result, 
 }
 
 func TestRealRaySucceedsThenAttaches(t *testing.T) {
-	runID := uniqueRunID(t)
+	runID := raytest.RunID(t)
 	rs := newRealStep(t, "ok", runID)
 	res, err := runWithin(t, context.Background(), rs)
 	if err != nil {
@@ -217,7 +194,7 @@ const malformedLine = `{"__dagster_pipes_version": "0.1", "method": "log", "para
 // message but is not a valid one is not lost: it reaches stdout as it was
 // printed, and Dagster is warned that it was passed through as text.
 func TestRealRayKeepsMalformedLine(t *testing.T) {
-	rs := newRealStep(t, "malformed", uniqueRunID(t))
+	rs := newRealStep(t, "malformed", raytest.RunID(t))
 	if _, err := runWithin(t, context.Background(), rs); err != nil {
 		t.Fatalf("Run: %v\nstdout:\n%s", err, rs.stdout)
 	}
@@ -235,7 +212,7 @@ func TestRealRayKeepsMalformedLine(t *testing.T) {
 }
 
 func TestRealRayJobFails(t *testing.T) {
-	rs := newRealStep(t, "fail", uniqueRunID(t))
+	rs := newRealStep(t, "fail", raytest.RunID(t))
 	_, err := runWithin(t, context.Background(), rs)
 	var je *runner.JobError
 	if !errors.Is(err, runner.ErrJobFailed) || !errors.As(err, &je) {
@@ -256,7 +233,7 @@ func TestRealRayJobFails(t *testing.T) {
 }
 
 func TestRealRayCancelStopsJob(t *testing.T) {
-	rs := newRealStep(t, "sleep", uniqueRunID(t))
+	rs := newRealStep(t, "sleep", raytest.RunID(t))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	go func() {
