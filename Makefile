@@ -106,13 +106,22 @@ test-python: venv build
 	$(VENV)/bin/ruff check $(PYTHON_SRC)
 	$(VENV)/bin/ruff format --check $(PYTHON_SRC)
 	cd dagster_integration && $(abspath $(VENV))/bin/mypy
-	$(VENV)/bin/pytest -q -rA --durations=30 --junitxml=$(abspath $(TEST_OUT))/pytest.xml dagster_integration/tests
+	$(VENV)/bin/pytest -q -rA --durations=30 --junitxml=$(abspath $(TEST_OUT))/pytest.xml dagster_integration/tests \
+		$(if $(PYTEST_LOG),>$(PYTEST_LOG) 2>&1)
 
 ## test: every test, Go and Python, around two shared Ray heads; ends with a
 ## report of where the time went and how many Ray heads were started
+#
+# go test and pytest run side by side: each leaves the CPU idle while it
+# waits on Ray jobs, Dagster runs and the API server, and the other fills
+# those gaps. go test's lines stream; pytest's go to $(TEST_OUT)/pytest.log,
+# printed whole when both are done.
 test: venv build k8s-bins
 	@rm -rf $(TEST_OUT) && mkdir -p $(TEST_OUT)
-	@rc=0; $(SUITE) $(MAKE) --no-print-directory -k test-go test-python || rc=$$?; \
+	@echo "pytest runs beside go test; its output: $(TEST_OUT)/pytest.log"
+	@rc=0; $(SUITE) $(MAKE) --no-print-directory -k -j2 test-go test-python \
+		PYTEST_LOG=$(abspath $(TEST_OUT))/pytest.log || rc=$$?; \
+		echo "== pytest ($(TEST_OUT)/pytest.log)"; cat $(TEST_OUT)/pytest.log 2>/dev/null; \
 		$(PYTHON) test/suite/report.py --out $(TEST_OUT); exit $$rc
 
 ## test-full: make test with every cell of the tests' signal × phase
