@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,6 +179,32 @@ func valueControl(s string, key bool) (rune, bool) {
 		}
 	}
 	return 0, false
+}
+
+// checkControls reports the control characters in v's keys and string
+// values as decoding a file does: values may hold tab and newline, keys
+// nothing. It checks what --set put into the tree, which no decoder saw
+// (an env var value of "x\x00y" would leave the job PENDING for ever).
+func checkControls(file string, at positions, errs *ValidationErrors, v any, ptr string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, child := range v {
+			p := ptr + "/" + escapeToken(k)
+			if r, bad := valueControl(k, true); bad {
+				errs.add(file, at, p, "the key contains the control character %U, which is not allowed", r)
+				continue
+			}
+			checkControls(file, at, errs, child, p)
+		}
+	case []any:
+		for i, child := range v {
+			checkControls(file, at, errs, child, ptr+"/"+strconv.Itoa(i))
+		}
+	case string:
+		if r, bad := valueControl(v, false); bad {
+			errs.add(file, at, ptrOr(ptr), "contains the control character %U, which Ray and Kubernetes do not accept", r)
+		}
+	}
 }
 
 // sizes checks that what raystep hands to Ray and Kubernetes fits there.

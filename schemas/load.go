@@ -104,6 +104,11 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if errors.As(err, &setErrs) {
 		errs.Errors = append(errs.Errors, setErrs.Errors...)
 	}
+	if len(opts.Set) > 0 {
+		// The file's own text was checked as it was decoded; what --set
+		// brought in is checked here, by the same rules.
+		checkControls(file, pos, errs, tree, "")
+	}
 	if err := validateSchema(sch, file, tree, pos, errs); err != nil {
 		return nil, err
 	}

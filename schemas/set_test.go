@@ -115,6 +115,25 @@ func TestSetErrorsBlameTheOverride(t *testing.T) {
 			want: `--set metadata.name=Bad_Name: /metadata/name: "Bad_Name" is not a DNS-1035 label ` +
 				`(lower-case letters, digits and '-', starting with a letter, ending with a letter or digit)`,
 		},
+		// The checks a file's text gets hold for what --set brings in.
+		{
+			name: "control character in an env var",
+			set:  []string{"spec.runtimeEnv.env_vars.F=x\x01y"},
+			want: "--set spec.runtimeEnv.env_vars.F=x\x01y: /spec/runtimeEnv/env_vars/F: " +
+				"contains the control character U+0001, which Ray and Kubernetes do not accept",
+		},
+		{
+			name: "NUL in the entrypoint",
+			set:  []string{"spec.entrypoint=python x.py\x00"},
+			want: "--set spec.entrypoint=python x.py\x00: /spec/entrypoint: " +
+				"contains the control character U+0000, which Ray and Kubernetes do not accept",
+		},
+		{
+			name: "control character in a key it set",
+			set:  []string{"spec.runtimeEnv.env_vars.A\x1bB=x"},
+			want: "--set spec.runtimeEnv.env_vars.A\x1bB=x: /spec/runtimeEnv/env_vars/A\x1bB: " +
+				"the key contains the control character U+001B, which is not allowed",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The variables raystep defines for a step that Dagster runs for
@@ -116,11 +119,97 @@ func (c *checker) checkRefs(ptr, s string) {
 			c.add(ptr, "${%s} is defined only when Dagster runs the step for a partition, and this run has no partition "+
 				"(run it from a partitioned asset, or remove the variable)", t.name)
 		default:
-			if _, ok := c.partitions.Values[t.name]; !ok {
+			v, ok := c.partitions.Values[t.name]
+			if !ok {
 				c.add(ptr, "${%s} is not defined for this run's partitions (%s); it defines %s",
 					t.name, undefinedWhy(t.name), strings.Join(c.partitions.defined(), ", "))
+				continue
+			}
+			if problem := valueProblem(ptr == "/spec/entrypoint", t.name, v); problem != "" {
+				c.add(ptr, "${%s} is %s, %s", t.name, quoteShort(v), problem)
 			}
 		}
+	}
+}
+
+// valueProblem says why a partition value cannot be substituted where it
+// is used, "" when it can. Partition keys come from sensors, file names
+// and people typing in the Dagster UI, so they are input, not spec.
+//
+// Into the entrypoint, which Ray runs with sh -c, only a value the shell
+// reads as the plain word it is goes: quoting cannot make any other safe,
+// since the entrypoint may hand its text to another shell (bash -c "...",
+// eval, a here-document) that would read it again. The environment
+// variable of the same name reaches the driver intact whatever it holds,
+// when quoted ("$RAYSTEP_PARTITION_KEY").
+//
+// An env var value never meets a shell and may hold anything printable,
+// but not a ".." path segment or a leading "/": such values are mostly
+// used in paths (ADS_MODEL_DIR=/data/models/${RAYSTEP_PARTITION_KEY}),
+// and a key must not move a path out of the directory the spec names.
+func valueProblem(entrypoint bool, name, v string) string {
+	if r, bad := valueControl(v, false); bad {
+		return fmt.Sprintf("which holds the control character %U, which Ray and Kubernetes do not accept", r)
+	}
+	if len(v) > MaxPartitionValue {
+		return fmt.Sprintf("longer than %s, raystep's limit for a partition value", kib(MaxPartitionValue))
+	}
+	if entrypoint {
+		if v == "" {
+			return "which the shell would drop from the command; " + useEnvVar(name)
+		}
+		for _, r := range v {
+			if !shellPlain(r) {
+				return fmt.Sprintf("which the shell would not read as one plain word (it holds %q); "+
+					"raystep substitutes into the entrypoint only letters, digits and %s; %s", r, shellPlainPunct, useEnvVar(name))
+			}
+		}
+		return ""
+	}
+	if strings.HasPrefix(v, "/") {
+		return "which starts with \"/\": a partition value must not make a path absolute"
+	}
+	if slices.Contains(strings.Split(v, "/"), "..") {
+		return "which holds a \"..\" path segment: a partition value must not lead a path out of its directory"
+	}
+	return ""
+}
+
+// quoteShort quotes v for a message, its first 80 bytes when longer.
+func quoteShort(v string) string {
+	if len(v) <= 80 {
+		return strconv.Quote(v)
+	}
+	cut := 80
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", v[:cut], len(v))
+}
+
+// MaxPartitionValue is the longest partition value raystep substitutes:
+// values travel inside the RayJob, whose size etcd limits.
+const MaxPartitionValue = 4 << 10
+
+// shellPlainPunct is the punctuation a value substituted into the
+// entrypoint may hold: none of it means anything to sh in any position.
+const shellPlainPunct = "_ . - : + @ , = % /"
+
+// useEnvVar is the way out valueProblem's entrypoint messages name.
+func useEnvVar(name string) string {
+	return fmt.Sprintf(`use the environment variable instead, quoted: "$%s"`, name)
+}
+
+// shellPlain reports whether r means nothing to sh: a letter or digit
+// (any script), or a shellPlainPunct character.
+func shellPlain(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	case r < 0x80:
+		return strings.ContainsRune(strings.ReplaceAll(shellPlainPunct, " ", ""), r)
+	default:
+		return unicode.IsLetter(r) || unicode.IsDigit(r)
 	}
 }
 

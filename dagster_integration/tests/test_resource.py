@@ -293,7 +293,7 @@ def test_run_config_overrides_come_last(stand_in: Path, tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("code", [1, 2, 3, 143])
+@pytest.mark.parametrize("code", [1, 2, 3, 129, 130, 143])
 def test_exit_code_fails_the_step(
     stand_in: Path, monkeypatch: pytest.MonkeyPatch, code: int
 ) -> None:
