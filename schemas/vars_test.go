@@ -119,16 +119,8 @@ func TestVarsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := Parse("vars.yaml", []byte(tc.spec), LoadOptions{Partitions: tc.parts})
-			var verrs *ValidationErrors
-			if !errors.As(err, &verrs) {
-				t.Fatalf("Parse = %v, want *ValidationErrors", err)
-			}
-			var got []string
-			for _, e := range verrs.Errors {
-				e.Line, e.Column = 0, 0
-				got = append(got, e.Error())
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			verrs := errorLines(t, err)
+			if diff := cmp.Diff(tc.want, verrs.lines); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 			if verrs.Errors[0].Line == 0 {
@@ -204,18 +196,32 @@ func TestVarsHostileValues(t *testing.T) {
 				}
 				return
 			}
-			var verrs *ValidationErrors
-			if !errors.As(err, &verrs) {
-				t.Fatalf("Parse = %v, want *ValidationErrors", err)
-			}
-			var got []string
-			for _, e := range verrs.Errors {
-				e.Line, e.Column = 0, 0
-				got = append(got, e.Error())
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			verrs := errorLines(t, err)
+			if diff := cmp.Diff(tc.want, verrs.lines); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// parsedErrors are a Parse error's validation errors, and their messages
+// without line and column (the lines tests compare).
+type parsedErrors struct {
+	*ValidationErrors
+	lines []string
+}
+
+// errorLines fails the test unless err holds validation errors.
+func errorLines(t *testing.T, err error) parsedErrors {
+	t.Helper()
+	var verrs *ValidationErrors
+	if !errors.As(err, &verrs) {
+		t.Fatalf("Parse = %v, want *ValidationErrors", err)
+	}
+	out := parsedErrors{ValidationErrors: verrs}
+	for _, e := range verrs.Errors {
+		e.Line, e.Column = 0, 0
+		out.lines = append(out.lines, e.Error())
+	}
+	return out
 }
