@@ -264,6 +264,8 @@ def print_phases(path: str, walls: dict[str, float]) -> float:
     rows += [[f"  of the tests: {n}", f"{s:.0f} s"] for n, s in walls.items()]
     print("Phases of this run:\n")
     print(table(rows, ["phase", "wall"]))
+    if "pytest" in walls and len(walls) > 1:
+        print("(go test's two runs follow each other; pytest runs beside them)")
     print()
     return total
 
