@@ -7,6 +7,7 @@ raystep on a private local head.
 
 from __future__ import annotations
 
+import http.client
 import importlib
 import json
 import os
@@ -241,17 +242,49 @@ def _locations(port: int) -> list[dict[str, Any]] | None:
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             body = json.load(response)
-    except OSError:
+    except (OSError, http.client.HTTPException, ValueError):
+        # Not answering yet, or not the webserver: the port was free when the
+        # test chose it, and another process (a gRPC server, say) may have
+        # taken it before dg dev did. The caller looks at dg dev's log.
         return None
     entries: list[dict[str, Any]] = body["data"]["workspaceOrError"]["locationEntries"]
     return entries
 
 
 def test_dg_dev_serves_the_example(example_definitions: Path, tmp_path: Path) -> None:
+    # A port chosen free can be taken by another process of the suite before
+    # dg dev binds it; dg dev then says so in its log, and the test tries a
+    # new port rather than waiting on someone else's server.
+    for attempt in range(3):
+        entries = _dg_dev_locations(example_definitions, tmp_path / f"dg-dev-{attempt}")
+        if entries is not None:
+            break
+    else:
+        pytest.fail("dg dev: its port was taken before it bound it, three times")
+    (entry,) = entries
+    location = entry["locationOrLoadError"]
+    assert location["__typename"] == "RepositoryLocation", location
+    keys = {
+        tuple(n["assetKey"]["path"])
+        for r in location["repositories"]
+        for n in r["assetNodes"]
+    }
+    assert keys == {("ads_ranking_model",), ("ads_ranking_predictions",)}
+
+
+def _dg_dev_locations(
+    example_definitions: Path, home: Path
+) -> list[dict[str, Any]] | None:
+    """Run dg dev on a free port until its code location loads; return its entries.
+
+    None when the port turned out to be taken before dg dev bound it.
+    """
+    home.mkdir()
     port = _free_port()
-    env = {**os.environ, "VIRTUAL_ENV": sys.prefix, "DAGSTER_HOME": str(tmp_path)}
+    env = {**os.environ, "VIRTUAL_ENV": sys.prefix, "DAGSTER_HOME": str(home)}
     env["PATH"] = os.pathsep.join([str(DG.parent), env.get("PATH", "")])
-    log = (tmp_path / "dg-dev.log").open("w")
+    log_path = home / "dg-dev.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [str(DG), "dev", "--host", "127.0.0.1", "--port", str(port)],
         cwd=example_definitions.parent,
@@ -264,22 +297,14 @@ def test_dg_dev_serves_the_example(example_definitions: Path, tmp_path: Path) ->
         deadline = time.monotonic() + 300
         entries = None
         while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "dg-dev.log").read_text()
+            if "address already in use" in log_path.read_text().lower():
+                return None
+            assert proc.poll() is None, log_path.read_text()
             entries = _locations(port)
             if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                break
+                return entries
             time.sleep(1)
-        else:
-            pytest.fail(f"dg dev: no loaded location after 300s: {entries}")
-        (entry,) = entries
-        location = entry["locationOrLoadError"]
-        assert location["__typename"] == "RepositoryLocation", location
-        keys = {
-            tuple(n["assetKey"]["path"])
-            for r in location["repositories"]
-            for n in r["assetNodes"]
-        }
-        assert keys == {("ads_ranking_model",), ("ads_ranking_predictions",)}
+        pytest.fail(f"dg dev: no loaded location after 300s: {entries}")
     finally:
         _stop_group(proc)
         log.close()
