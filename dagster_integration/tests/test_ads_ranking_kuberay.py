@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,14 +98,19 @@ def _assert_kuberay_metadata(metadata: dict) -> None:
 
 
 def _raystep_ls(raystep_bin: Path, env: dict[str, str]) -> list:
-    ls = subprocess.run(
-        [str(raystep_bin), "ls", "-A", "-o", "json"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # `ls -A` also lists the local heads recorded in this machine's state
+    # dir, and other tests (go test's, beside pytest) run local steps
+    # meanwhile: an empty state dir of its own keeps their clusters out of
+    # this list, which is about the API server's.
+    with tempfile.TemporaryDirectory() as state:
+        ls = subprocess.run(
+            [str(raystep_bin), "ls", "-A", "-o", "json"],
+            env={**os.environ, **env, "XDG_STATE_HOME": state},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert ls.returncode == 0, f"raystep ls exited with {ls.returncode}: {ls.stderr}"
     return json.loads(ls.stdout)
 
