@@ -27,6 +27,8 @@ type uiOptions struct {
 	dagsterURL    string
 	tokenFile     string
 	proxyHeader   string
+	trusted       []string
+	publicURLs    []string
 }
 
 func (a *app) uiCommand() *cobra.Command {
@@ -39,7 +41,13 @@ raystep ls), updated live from one set of watches, and the same records as
 JSON at /api/clusters. It listens on 127.0.0.1 unless --addr says otherwise;
 an address other machines can reach needs --auth-token-file (clients send
 Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN) or
---auth-proxy-header (a header an authenticating proxy in front sets).`,
+--auth-proxy-header (a header an authenticating proxy in front sets) with
+--trusted-proxy (the proxy's addresses) or the token too.
+
+It answers only its own host names (loopback ones, the --addr host, and
+those of --public-url) and only its own pages: a request naming another
+host (DNS rebinding) is refused with 421, one from another site's page
+(a cross-origin read, WebSocket or event stream) with 403.`,
 		Example: "  raystep ui -A\n  raystep ui -n ml-ads --dagster-url http://localhost:3000",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ui(cmd, o) },
@@ -51,6 +59,8 @@ Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN) or
 	f.StringVar(&o.dagsterURL, "dagster-url", "", "the Dagster UI's URL, to link runs and assets into")
 	f.StringVar(&o.tokenFile, "auth-token-file", "", "file holding the token every request must carry")
 	f.StringVar(&o.proxyHeader, "auth-proxy-header", "", "header a trusted authenticating proxy sets on every request, e.g. X-Forwarded-User")
+	f.StringArrayVar(&o.trusted, "trusted-proxy", nil, "address or CIDR range of the authenticating proxy; requests from elsewhere are refused (repeatable)")
+	f.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL people open the UI by through a proxy or Ingress, e.g. https://raystep.example.com/ (repeatable)")
 	return cmd
 }
 
@@ -59,6 +69,17 @@ Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN) or
 func (o uiOptions) check() (ui.Auth, *url.URL, error) {
 	var auth ui.Auth
 	auth.ProxyHeader = o.proxyHeader
+	trusted, err := ui.ParseTrustedProxies(o.trusted)
+	if err != nil {
+		return auth, nil, &usageError{fmt.Errorf("ui: %w", err)}
+	}
+	if len(trusted) > 0 && o.proxyHeader == "" {
+		return auth, nil, &usageError{errors.New("ui: --trusted-proxy goes with --auth-proxy-header: it names where that header may come from")}
+	}
+	auth.TrustedProxies = trusted
+	if auth.Sites, err = ui.NewSites(o.addr, o.publicURLs); err != nil {
+		return auth, nil, &usageError{fmt.Errorf("ui: %w", err)}
+	}
 	if o.tokenFile != "" {
 		token, err := ui.ReadToken(o.tokenFile)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 )
@@ -13,6 +14,12 @@ import (
 // ErrExposed is returned by CheckAddr for an address other machines can
 // reach when no authentication is configured.
 var ErrExposed = errors.New("listening beyond loopback needs --auth-token-file or --auth-proxy-header")
+
+// ErrUntrustedHeader is returned by CheckAddr for an address other
+// machines can reach when only a header, which any client can send,
+// would let them in.
+var ErrUntrustedHeader = errors.New("--auth-proxy-header beyond loopback needs --auth-token-file too, " +
+	"or --trusted-proxy naming the proxy's addresses: any client can send the header")
 
 // Auth decides who may read the page. The zero value lets everyone in,
 // which CheckAddr allows on loopback only.
@@ -24,6 +31,11 @@ type Auth struct {
 	// in front of raystep sets (e.g. X-Forwarded-User); requests without
 	// it are refused.
 	ProxyHeader string
+	// TrustedProxies, when set, are the addresses the requests must come
+	// from (the authenticating proxy's); others are refused.
+	TrustedProxies []netip.Prefix
+	// Sites are the host names and origins the UI answers.
+	Sites Sites
 }
 
 // cookieName is the cookie that carries the token after ?token=.
@@ -45,23 +57,66 @@ func ReadToken(file string) (string, error) {
 
 // CheckAddr refuses a listen address that is not host:port, and one whose
 // host is not loopback (127.0.0.0/8, ::1 or localhost) when auth lets
-// everyone in.
+// everyone in, or lets in whoever sends the proxy's header.
 func CheckAddr(addr string, auth Auth) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: want HOST:PORT, e.g. 127.0.0.1:8080: %w", addr, err)
 	}
-	if auth.Token != "" || auth.ProxyHeader != "" {
-		return nil
-	}
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return nil
 	}
-	return fmt.Errorf("--addr %s: %w", addr, ErrExposed)
+	switch {
+	case auth.Token != "":
+		return nil
+	case auth.ProxyHeader == "":
+		return fmt.Errorf("--addr %s: %w", addr, ErrExposed)
+	case len(auth.TrustedProxies) == 0:
+		return fmt.Errorf("--addr %s: %w", addr, ErrUntrustedHeader)
+	}
+	return nil
 }
 
-// wrap puts the security headers on every answer and refuses requests
-// that auth does not let in with 401.
+// ParseTrustedProxies parses --trusted-proxy values: CIDR ranges
+// (10.0.0.0/8) or single addresses.
+func ParseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("--trusted-proxy %q: want an address or a CIDR range such as 10.0.0.0/8", v)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// fromTrustedProxy reports whether r came from one of the trusted proxies
+// (from anywhere when none is named).
+func (a Auth) fromTrustedProxy(r *http.Request) bool {
+	if len(a.TrustedProxies) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range a.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrap puts the security headers on every answer, refuses requests for
+// another host or from another origin's page (Sites), from an address
+// that is not a trusted proxy (403), and those auth does not let in (401).
 func (a Auth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -71,6 +126,13 @@ func (a Auth) wrap(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
+		if !a.Sites.guard(w, r) {
+			return
+		}
+		if !a.fromTrustedProxy(r) {
+			http.Error(w, "forbidden: only the trusted proxy (--trusted-proxy) may reach raystep ui", http.StatusForbidden)
+			return
+		}
 		if a.ProxyHeader != "" && r.Header.Get(a.ProxyHeader) == "" {
 			http.Error(w, "unauthorized: no "+a.ProxyHeader+" header from the authenticating proxy", http.StatusUnauthorized)
 			return

@@ -25,7 +25,9 @@ func TestCheckAddr(t *testing.T) {
 		{"every interface", "0.0.0.0:8080", Auth{}, ErrExposed},
 		{"empty host", ":8080", Auth{}, ErrExposed},
 		{"every interface with a token", "0.0.0.0:8080", Auth{Token: "t"}, nil},
-		{"every interface behind a proxy", "0.0.0.0:8080", Auth{ProxyHeader: "X-Forwarded-User"}, nil},
+		{"every interface behind an untrusted header", "0.0.0.0:8080", Auth{ProxyHeader: "X-Forwarded-User"}, ErrUntrustedHeader},
+		{"every interface behind a proxy and a token", "0.0.0.0:8080", Auth{ProxyHeader: "X-Forwarded-User", Token: "t"}, nil},
+		{"loopback behind a proxy", "127.0.0.1:8080", Auth{ProxyHeader: "X-Forwarded-User"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

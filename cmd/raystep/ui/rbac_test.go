@@ -164,8 +164,8 @@ func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 	}
 }
 
-// grantUI creates namespace ns and, in it, ui.yaml's ServiceAccount, Role
-// and RoleBinding (objs).
+// grantUI creates namespace ns and, in it, ui.yaml's ServiceAccount, Role,
+// RoleBinding and NetworkPolicy (objs): the API server checks them.
 func grantUI(t *testing.T, c *cluster.Cluster, objs map[string]*unstructured.Unstructured, ns string) {
 	t.Helper()
 	// Into ns, as `kubectl apply -n NS` would: the tests share one
@@ -183,7 +183,7 @@ func grantUI(t *testing.T, c *cluster.Cluster, objs map[string]*unstructured.Uns
 	if _, err := c.Clientset.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"} {
 		if err := c.Client.Create(t.Context(), objs[kind].DeepCopy()); err != nil {
 			t.Fatalf("create %s: %v", kind, err)
 		}
