@@ -2,11 +2,16 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/raystep/raystep/test/browser"
@@ -71,4 +76,66 @@ func TestJobLogInBrowser(t *testing.T) {
 		t.Fatalf("the cluster page lists no SUCCEEDED job: %v", err)
 	}
 	tab.Shot("cluster-page")
+}
+
+// TestDashboardInBrowser opens the proxied Ray dashboard of a real head in
+// chromium: its overview and a job's page render with the job's id and
+// status, and none of what those pages read is refused by the proxy's
+// allow-list or the UI's auth (which would make the dashboard ask for
+// Ray's token). Ray's own errors (no Grafana, no Serve) are not ours to
+// mind. Screenshots of both pages are saved.
+func TestDashboardInBrowser(t *testing.T) {
+	l := newLocalServer(t)
+	id := l.submitJob(t, `python -c "print('dashboard' + ' job')"`)
+	l.await(t, id)
+	tab := browser.New(t)
+	ctx, cancel := context.WithTimeout(tab.Ctx, 3*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var refused []string
+	err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventResponseReceived); ok && (e.Response.Status == 401 || e.Response.Status == 403) {
+			mu.Lock()
+			refused = append(refused, fmt.Sprintf("%d %s", e.Response.Status, e.Response.URL))
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := l.url + l.page + "dashboard/"
+	text := func(want ...string) string {
+		var conds []string
+		for _, w := range want {
+			conds = append(conds, `document.body.innerText.includes(`+strconv.Quote(w)+`)`)
+		}
+		return strings.Join(conds, " && ")
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"?token="+plantedToken)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"#/overview")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](text("Cluster status and autoscaler", "Recent jobs", id))); err != nil {
+		tab.Shot("dashboard-overview-incomplete")
+		t.Fatalf("the proxied dashboard's overview does not show its cluster status and the job %s: %v", id, err)
+	}
+	tab.Shot("dashboard-overview")
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"#/jobs/"+id)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](text(id, "SUCCEEDED"))); err != nil {
+		tab.Shot("dashboard-job-incomplete")
+		t.Fatalf("the proxied dashboard's job page does not show the job %s SUCCEEDED: %v", id, err)
+	}
+	tab.Shot("dashboard-job")
+	if asks, err := chromedp.Run(ctx, chromedp.Evaluate[bool](text("Authentication Token Required"))); err != nil || asks {
+		t.Errorf("the proxied dashboard asks for Ray's token (%v): the proxy should have made that unnecessary", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) > 0 {
+		t.Errorf("the dashboard's pages were refused reads:\n%s", strings.Join(refused, "\n"))
+	}
 }

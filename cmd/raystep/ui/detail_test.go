@@ -105,16 +105,52 @@ func newLocalServer(t *testing.T) localServer {
 // submit submits the gated job with a planted env value.
 func (l localServer) submit(t *testing.T, gate string) string {
 	t.Helper()
-	c, err := raysubmit.New(raysubmit.Config{BaseURL: l.head.DashboardURL(), Token: l.head.Token()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Submit(t.Context(), raysubmit.SubmitRequest{Entrypoint: gatedJob(gate),
+	return l.submitJob(t, gatedJob(gate))
+}
+
+// submitJob submits entrypoint with a planted env value.
+func (l localServer) submitJob(t *testing.T, entrypoint string) string {
+	t.Helper()
+	resp, err := l.ray(t).Submit(t.Context(), raysubmit.SubmitRequest{Entrypoint: entrypoint,
 		RuntimeEnv: map[string]any{"env_vars": map[string]string{"API_KEY": plantedEnv}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp.SubmissionID
+}
+
+func (l localServer) ray(t *testing.T) *raysubmit.Client {
+	t.Helper()
+	c, err := raysubmit.New(raysubmit.Config{BaseURL: l.head.DashboardURL(), Token: l.head.Token()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// await waits until job id ends and fails the test unless it succeeded.
+func (l localServer) await(t *testing.T, id string) {
+	t.Helper()
+	c := l.ray(t)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		d, err := c.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status.Terminal() {
+			if d.Status != raysubmit.StatusSucceeded {
+				t.Fatalf("job %s %s: %s", id, d.Status, d.Message)
+			}
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("job %s: %v", id, t.Context().Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // TestClusterPageLocalHead runs the cluster page against a real Ray head
@@ -205,6 +241,34 @@ func TestClusterPageLocalHead(t *testing.T) {
 		if resp, body := fetch(t, l.url+l.page+"dashboard/", plantedToken, secrets); resp.StatusCode != http.StatusOK ||
 			!strings.Contains(body, "Ray Dashboard") {
 			t.Errorf("GET dashboard/: %s\n%.300s", resp.Status, body)
+		}
+	})
+
+	t.Run("env values hidden in every answer", func(t *testing.T) {
+		// A job whose tasks carry the env: the state API shows it in their
+		// runtime_env_info, as a serialized runtime_env.
+		tasks := l.submitJob(t, `python -c "import ray; ray.init(); print(ray.get(ray.remote(lambda: 41).remote()) + 1)"`)
+		l.await(t, tasks)
+		// The head answers these with the job's env value in some (as an
+		// object, or inside a serialized runtime_env); through the proxy
+		// fetch fails the test if any answer still carries it.
+		leaks := 0
+		for _, p := range []string{"api/jobs/", "api/jobs/" + id, "logical/actors", "api/v0/tasks?detail=1&limit=100",
+			"api/v0/placement_groups?detail=1&limit=100", "nodes?view=summary", "api/cluster_status?format=1"} {
+			if _, raw := fetch(t, l.head.DashboardURL()+"/"+p, l.head.Token(), nil); strings.Contains(raw, plantedEnv) && !strings.HasPrefix(p, "api/jobs") {
+				leaks++
+			}
+			if resp, body := fetch(t, l.url+l.page+"dashboard/"+p, plantedToken, secrets); resp.StatusCode != http.StatusOK {
+				t.Errorf("GET dashboard/%s: %s\n%.300s", p, resp.Status, body)
+			}
+		}
+		if leaks == 0 {
+			t.Error("no answer but the Jobs API's carries the env value at the head: the test proves nothing beyond api/jobs")
+		}
+		for _, p := range []string{"api/v0/jobs", "worker/cpu_profile?pid=1&ip=127.0.0.1", "memory_profile?pid=1", "worker/traceback?pid=1"} {
+			if resp, _ := fetch(t, l.url+l.page+"dashboard/"+p, plantedToken, secrets); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("GET dashboard/%s: %s, want 403", p, resp.Status)
+			}
 		}
 	})
 }

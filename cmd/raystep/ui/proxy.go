@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -20,10 +21,13 @@ import (
 // and the cluster's Ray token goes upstream only: answers lose their
 // Set-Cookie, so no Ray cookie (which would carry the token) reaches the
 // browser. Read-only like the rest of the UI: only GET (websockets
-// included) is proxied. The Jobs API's answers (api/jobs/...) lose the
-// values of their runtime_env's env_vars, which may hold secrets; what
-// Ray shows elsewhere (a job's own log, its other APIs) passes as Ray
-// serves it.
+// included) of the paths the dashboard's own pages read (dashboardReads)
+// is proxied; profilers, tracebacks, the state API's job list and
+// whatever else a GET could start are refused. Every JSON answer loses the
+// values of the env_vars of every runtime_env in it, whether Ray sends
+// one as an object or as a serialized string (state rows'
+// serialized_runtime_env, runtime_env_info): they may hold secrets. Log
+// files pass as Ray serves them, as the UI's own log pages do.
 
 // dashboardCSP is the Content-Security-Policy of the proxied dashboard:
 // Ray's dashboard is a React app that loads its own scripts and injects
@@ -32,6 +36,11 @@ const dashboardCSP = "default-src 'self'; script-src 'self'; style-src 'self' 'u
 	"font-src 'self' data:; connect-src 'self'; base-uri 'self'; form-action 'none'; frame-ancestors 'none'"
 
 func (s *Server) dashboardProxy(w http.ResponseWriter, r *http.Request) {
+	if p := r.PathValue("path"); !dashboardRead(p) {
+		http.Error(w, fmt.Sprintf("forbidden: raystep ui's dashboard proxy is read-only and forwards only what the dashboard's pages read, not %q", p),
+			http.StatusForbidden)
+		return
+	}
 	rec := s.find(w, r)
 	if rec == nil {
 		return
@@ -65,9 +74,7 @@ func (s *Server) dashboardProxy(w http.ResponseWriter, r *http.Request) {
 			for k, vs := range h.Headers {
 				out.Header[k] = append([]string(nil), vs...)
 			}
-			if jobsAPI(r.PathValue("path")) {
-				out.Header.Del("Accept-Encoding") // redactEnv reads the JSON
-			}
+			out.Header.Del("Accept-Encoding") // redactEnv reads the JSON
 			if h.Token != "" {
 				out.Header.Set("Authorization", "Bearer "+h.Token)
 				out.Header.Set("X-Ray-Authorization", "Bearer "+h.Token)
@@ -78,10 +85,7 @@ func (s *Server) dashboardProxy(w http.ResponseWriter, r *http.Request) {
 			if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
 				resp.Header.Set("Location", prefix+strings.TrimPrefix(loc, "/"))
 			}
-			if jobsAPI(r.PathValue("path")) {
-				return redactEnv(resp)
-			}
-			return nil
+			return redactEnv(resp)
 		},
 		Transport: retryUnanswered{base: http.DefaultTransport},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -133,35 +137,86 @@ func redacted(err error, token string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), token, "REDACTED"))
 }
 
-// jobsAPI reports whether a dashboard path is the Jobs API's.
-func jobsAPI(path string) bool { return strings.HasPrefix(path, "api/jobs") }
+// dashboardReads are the paths (below the dashboard's root) that Ray's
+// dashboard pages read: its page and scripts, the overview, jobs, nodes,
+// actors, tasks, logs, Serve and Data views. A "*" stands for one path
+// segment, a final "**" for any rest. What is not here is refused:
+// profilers (worker/cpu_profile, worker/gpu_profile, memory_profile,
+// task/cpu_profile), tracebacks, api/actors/kill, the state API's
+// api/v0/jobs and any API to come.
+var dashboardReads = [][]string{}
+
+func init() {
+	for _, p := range []string{
+		"", "index.html", "favicon.ico", "static/**",
+		"timezone", "events", "api/version", "api/cluster_status", "api/grafana_health", "api/prometheus_health",
+		"api/profiling_enabled", "api/authentication_mode", "api/v0/cluster_metadata", "api/v0/runtime_env_redaction",
+		"api/jobs/", "api/jobs/*", "api/jobs/*/logs", "api/jobs/*/logs/tail",
+		"api/v0/tasks", "api/v0/tasks/summarize", "api/v0/tasks/timeline", "api/v0/placement_groups",
+		"api/v0/platform_events", "api/v0/logs", "api/v0/logs/file",
+		"nodes", "nodes/*", "logical/actors", "logical/actors/*",
+		"api/serve/applications/", "api/data/datasets/*",
+	} {
+		dashboardReads = append(dashboardReads, strings.Split(p, "/"))
+	}
+}
+
+// dashboardRead reports whether path (below the dashboard's root, as the
+// route's {path...} has it: unescaped) is one of dashboardReads. A path
+// with a "." or ".." segment or a backslash is not, whatever follows:
+// the dashboard would resolve it to another path than the one checked.
+func dashboardRead(path string) bool {
+	segs := strings.Split(path, "/")
+	for _, s := range segs {
+		if s == "." || s == ".." || strings.ContainsAny(s, "\\\x00") {
+			return false
+		}
+	}
+	for _, p := range dashboardReads {
+		if matchSegments(p, segs) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchSegments(pattern, segs []string) bool {
+	for i, p := range pattern {
+		if p == "**" {
+			return i < len(segs) && segs[i] != ""
+		}
+		if i >= len(segs) || (p == "*" && segs[i] == "") || (p != "*" && p != segs[i]) {
+			return false
+		}
+	}
+	return len(segs) == len(pattern)
+}
 
 // hiddenEnv replaces the value of every runtime_env env var.
 const hiddenEnv = "(hidden by raystep ui)"
 
-// maxJobsAnswer bounds a Jobs API answer the proxy rewrites.
-const maxJobsAnswer = 64 << 20
+// maxJSONAnswer bounds a JSON answer the proxy rewrites.
+const maxJSONAnswer = 64 << 20
 
-// redactEnv rewrites a JSON answer of the Jobs API without the values of
-// its runtime_env env_vars; an answer that is not JSON passes unchanged.
+// redactEnv rewrites a JSON answer without the values of the env_vars of
+// its runtime_envs (hideEnv); an answer that is not JSON passes unchanged.
 func redactEnv(resp *http.Response) error {
 	if !strings.Contains(resp.Header.Get("Content-Type"), "json") || resp.Header.Get("Content-Encoding") != "" {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJobsAnswer+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer+1))
 	resp.Body.Close()
 	if err != nil {
 		return err
 	}
-	if len(b) > maxJobsAnswer {
-		return errors.New("the Jobs API's answer is too large to check for env values")
+	if len(b) > maxJSONAnswer {
+		return errors.New("the dashboard's answer is too large to check for env values")
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return errors.New("the Jobs API's answer is not the JSON it claims to be")
+		return errors.New("the dashboard's answer is not the JSON it claims to be")
 	}
-	hideEnv(v)
-	if b, err = json.Marshal(v); err != nil {
+	if b, err = json.Marshal(hideEnv(v)); err != nil {
 		return err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
@@ -170,23 +225,55 @@ func redactEnv(resp *http.Response) error {
 	return nil
 }
 
-// hideEnv replaces, anywhere in v, the values of the env_vars of a
-// runtime_env.
-func hideEnv(v any) {
+// hideEnv returns v with, anywhere in it, the values of every env_vars
+// object replaced by hiddenEnv (a string there is hidden whole), and every string held under a key naming
+// a runtime_env (serialized_runtime_env, runtime_env) that is a
+// serialized runtime_env redacted the same way. What does not parse as
+// one is hidden whole: a secret may be in it.
+func hideEnv(v any) any {
 	switch t := v.(type) {
 	case []any:
-		for _, e := range t {
-			hideEnv(e)
+		for i, e := range t {
+			t[i] = hideEnv(e)
 		}
 	case map[string]any:
 		for k, e := range t {
-			m, ok := e.(map[string]any)
-			if env, isMap := m["env_vars"].(map[string]any); ok && isMap && (k == "runtime_env" || k == "runtimeEnv") {
-				for name := range env {
-					env[name] = hiddenEnv
+			switch env := e.(type) {
+			case map[string]any:
+				if k == "env_vars" {
+					for name := range env {
+						env[name] = hiddenEnv
+					}
+					continue
+				}
+			case string:
+				if k == "env_vars" {
+					t[k] = hiddenEnv
+					continue
+				}
+				if strings.Contains(k, "runtime_env") && env != "" {
+					t[k] = hideSerialized(env)
+					continue
 				}
 			}
-			hideEnv(e)
+			t[k] = hideEnv(e)
 		}
 	}
+	return v
+}
+
+// hideSerialized is hideEnv for a runtime_env serialized as a JSON string.
+func hideSerialized(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return hiddenEnv
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return hiddenEnv
+	}
+	b, err := json.Marshal(hideEnv(v))
+	if err != nil {
+		return hiddenEnv
+	}
+	return string(b)
 }
