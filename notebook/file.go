@@ -19,7 +19,22 @@ func WriteFile(path string, s Server) error {
 	if err != nil {
 		return fmt.Errorf("encode the notebook: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	return writePrivate(path, b)
+}
+
+// WriteToken keeps token alone in path, readable by its owner only: the
+// file Jupyter reads (JUPYTER_TOKEN_FILE, whole, so without a newline).
+func WriteToken(path, token string) error {
+	return writePrivate(path, []byte(token))
+}
+
+// writePrivate writes b to path with mode 0600. What path held is removed
+// first: a file made by another hand would keep its mode and owner.
+func writePrivate(path string, b []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("keep the notebook token: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("keep the notebook token: %w", err)
 	}

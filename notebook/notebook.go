@@ -7,9 +7,10 @@
 // runs JupyterLab or a bare Jupyter Server bound to the head's loopback on
 // the profile's port, with a random token. Being a job of the head, it
 // lives and dies with the cluster: expiry, `raystep down` and `raystep gc`
-// need nothing of their own for it. The token reaches the server in the
-// job's environment (JUPYTER_TOKEN), never on a command line; whoever can
-// read it from the Jobs API can submit jobs to the cluster anyway.
+// need nothing of their own for it. The token reaches the server in a file
+// on the head that the job's environment names (JUPYTER_TOKEN_FILE), never
+// on a command line nor in the job's runtime_env, which the Jobs API, the
+// state API and the dashboard show to whoever reads the cluster's jobs.
 //
 // This package owns the job and the wait until the server answers; where
 // the token is kept (a Secret, a file) and how 127.0.0.1 reaches the head
@@ -83,6 +84,11 @@ type Starter struct {
 	Cluster string
 	// Pip are the packages the job installs (the profile's).
 	Pip []string
+	// TokenFile is the file on the head that holds the token alone (see
+	// WriteToken); the job's environment names it. Empty passes the token
+	// itself in the environment (JUPYTER_TOKEN), which the Jobs API shows:
+	// only for a head that has no file of it.
+	TokenFile string
 	// HTTP asks the server; nil means a client with a 5 s timeout.
 	HTTP *http.Client
 	// PollInterval is how often Await asks; zero means a second.
@@ -110,7 +116,11 @@ func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
 			return false, fmt.Errorf("start the notebook: delete its ended job: %w", err)
 		}
 	}
-	env := map[string]any{"env_vars": map[string]string{"JUPYTER_TOKEN": s.Token}}
+	vars := map[string]string{"JUPYTER_TOKEN_FILE": st.TokenFile}
+	if st.TokenFile == "" {
+		vars = map[string]string{"JUPYTER_TOKEN": s.Token}
+	}
+	env := map[string]any{"env_vars": vars}
 	if len(st.Pip) > 0 {
 		env["pip"] = st.Pip
 	}
@@ -169,15 +179,17 @@ func (st *Starter) Await(ctx context.Context, base func(context.Context) (string
 
 // Launch starts the notebook job of cluster on the dashboard at
 // dashboardURL (with Ray's token rayToken, if any) and waits until it
-// answers on the head's loopback, which is this machine's: the local
-// backend's one call, after it kept s (WriteFile) beside the cluster's
-// record.
-func Launch(ctx context.Context, dashboardURL, rayToken, cluster string, p schemas.NotebookProfile, s Server) error {
+// answers on the head's loopback, which is this machine's, its token kept
+// in tokenFile (WriteToken) for the server to read.
+func Launch(ctx context.Context, dashboardURL, rayToken, cluster string, p schemas.NotebookProfile, s Server, tokenFile string) error {
 	c, err := raysubmit.New(raysubmit.Config{BaseURL: dashboardURL, Token: rayToken})
 	if err != nil {
 		return err
 	}
-	st := &Starter{Ray: c, Cluster: cluster, Pip: p.Pip}
+	if err := WriteToken(tokenFile, s.Token); err != nil {
+		return err
+	}
+	st := &Starter{Ray: c, Cluster: cluster, Pip: p.Pip, TokenFile: tokenFile}
 	if _, err := st.Start(ctx, s); err != nil {
 		return err
 	}

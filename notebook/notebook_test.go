@@ -2,12 +2,14 @@ package notebook_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +48,8 @@ func freePort(t *testing.T) int {
 
 // TestLaunchOnRealHead starts the notebook job on a real token-authenticated
 // local Ray head, as the local backend's up --notebook does, and checks the
-// server answers with its token and refuses without it; a second Launch
+// server answers with its token (read from its file) and refuses without
+// it, that the token is nowhere in the job Ray shows; a second Launch
 // finds the job running and leaves it be.
 func TestLaunchOnRealHead(t *testing.T) {
 	head := tokenRay.Head(t)
@@ -65,8 +68,17 @@ func TestLaunchOnRealHead(t *testing.T) {
 			t.Cleanup(func() { _, _ = ray.Stop(context.Background(), notebook.SubmissionID(cluster)) })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			if err := notebook.Launch(ctx, head.DashboardURL(), head.Token(), cluster, p, s); err != nil {
+			tokenFile := filepath.Join(t.TempDir(), "notebook-token")
+			if err := notebook.Launch(ctx, head.DashboardURL(), head.Token(), cluster, p, s, tokenFile); err != nil {
 				t.Fatal(err)
+			}
+			job, err := ray.Get(ctx, notebook.SubmissionID(cluster))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown, _ := json.Marshal(job)
+			if strings.Contains(string(shown), s.Token) || !strings.Contains(string(shown), "JUPYTER_TOKEN_FILE") {
+				t.Errorf("the notebook job as the Jobs API shows it carries its token or lacks JUPYTER_TOKEN_FILE:\n%s", shown)
 			}
 			base := s.URL("http://127.0.0.1:" + itoa(s.Port))
 			t.Logf("notebook at %s", base)
@@ -122,7 +134,7 @@ func TestAwaitFailsWhenTheJobEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err = notebook.Launch(ctx, head.DashboardURL(), "", raytest.Name(t, "taken"), p, s)
+	err = notebook.Launch(ctx, head.DashboardURL(), "", raytest.Name(t, "taken"), p, s, filepath.Join(t.TempDir(), "token"))
 	if !errors.Is(err, notebook.ErrJobEnded) {
 		t.Fatalf("Launch on a taken port = %v, want ErrJobEnded", err)
 	}

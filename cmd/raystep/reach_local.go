@@ -113,6 +113,9 @@ func (a *app) upNotebookLocal(ctx context.Context, in local.Interactive, profile
 	}
 	st, err := a.localStarter(in, &p)
 	if err == nil {
+		err = notebook.WriteToken(st.TokenFile, s.Token)
+	}
+	if err == nil {
 		var started bool
 		if started, err = st.Start(ctx, s); err == nil && started {
 			fmt.Fprintf(a.stderr, "notebook job %s submitted: waiting until it answers\n", notebook.SubmissionID(in.Name))
@@ -141,7 +144,7 @@ func (a *app) localStarter(in local.Interactive, p *schemas.NotebookProfile) (*n
 	if err != nil {
 		return nil, err
 	}
-	st := &notebook.Starter{Ray: c, Cluster: in.Name}
+	st := &notebook.Starter{Ray: c, Cluster: in.Name, TokenFile: filepath.Join(in.TempDir, "raystep-notebook-token")}
 	if p != nil {
 		st.Pip = p.Pip
 	}

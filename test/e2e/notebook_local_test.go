@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
+	"os"
 	"net/url"
 	"strings"
 	"testing"
@@ -10,7 +12,8 @@ import (
 
 // TestLocalNotebook: on the local backend `up --notebook` starts a Jupyter
 // server on the private head, `notebook NAME` prints its URL with its
-// token, the server answers with the token and refuses without it; ls
+// token, the server answers with the token and refuses without it, and
+// the job Ray shows carries no token (the server reads it from a file); ls
 // marks the cluster with a notebook; after `down` the notebook no longer
 // answers. (`dashboard NAME`, and `notebook` on a cluster without one,
 // are in TestLocalUpLifecycle.)
@@ -53,6 +56,25 @@ func TestLocalNotebook(t *testing.T) {
 	}
 	if got := status(false); got != http.StatusForbidden && got != http.StatusUnauthorized {
 		t.Errorf("/api/status without the token: %d, want 403 or 401", got)
+	}
+	// The token is in a file on the head, not in the job Ray shows.
+	code, out, errOut = e.raystep(t, "dashboard", "nb")
+	_, tokenFile, found := strings.Cut(errOut, "$(cat ")
+	tokenFile, _, _ = strings.Cut(tokenFile, ")")
+	rayToken, err := os.ReadFile(tokenFile)
+	if code != 0 || !found || err != nil {
+		t.Fatalf("dashboard nb: exit %d, token file %q (%v)\n%s\n%s", code, tokenFile, err, out, errOut)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, strings.TrimSpace(out)+"/api/jobs/raystep-notebook-nb", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(rayToken)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(job), token) || !strings.Contains(string(job), "JUPYTER_TOKEN_FILE") {
+		t.Errorf("the notebook job as the Jobs API shows it (%s) carries its token or lacks JUPYTER_TOKEN_FILE:\n%s", resp.Status, job)
 	}
 	if code, _, errOut := e.raystep(t, "down", "nb"); code != 0 {
 		t.Fatalf("down nb: exit %d %s", code, errOut)
