@@ -3,8 +3,8 @@ package e2e
 import (
 	"io"
 	"net/http"
-	"os"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
