@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/raystep/raystep/runner/kuberay"
 )
@@ -60,6 +61,28 @@ the local clusters only; with --namespace, at that namespace only.`,
 	return cmd
 }
 
+// serverNow is the clock gc judges RayJobs and their heartbeats by: the
+// API server's (kuberay.ServerNow), in ns or the namespace of a Lease,
+// when there is a Lease to judge; else, or when the server's clock cannot
+// be read, this machine's (now), said on stderr.
+func (a *app) serverNow(cmd *cobra.Command, clients *kuberay.Clients, ns string, leases map[string]*coordinationv1.Lease, now time.Time) time.Time {
+	if len(leases) == 0 {
+		return now
+	}
+	if ns == "" {
+		for _, l := range leases {
+			ns = l.Namespace
+			break
+		}
+	}
+	t, err := kuberay.ServerNow(cmd.Context(), clients.Kube, ns)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "gc: heartbeats judged by this machine's clock: %v\n", err)
+		return now
+	}
+	return t
+}
+
 func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.olderThan < 0 {
 		return &usageError{fmt.Errorf("gc: --older-than %s: must not be negative", o.olderThan)}
@@ -83,7 +106,8 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 		return err
 	}
 	now, judge := o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace}
-	verdicts := append(kuberay.JudgeAll(jobs, leases, now, judge), kuberay.JudgeClusters(clusters, now, judge)...)
+	kubeNow := a.serverNow(cmd, clients, ns, leases, now)
+	verdicts := append(kuberay.JudgeAll(jobs, leases, kubeNow, judge), kuberay.JudgeClusters(clusters, kubeNow, judge)...)
 	err = kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
 		if r.Action == kuberay.Failed {
 			return // in the error gc returns

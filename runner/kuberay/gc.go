@@ -136,7 +136,21 @@ func ownedBy(lease *coordinationv1.Lease, job *rayv1.RayJob) bool {
 }
 
 // renewTime is when the Lease was last renewed (or acquired, or created).
+// Where the API server recorded it (managedFields: when each writer last
+// changed the Lease, by the server's clock, to the second) that is what
+// counts, at the end of its second: the step's own renewTime comes from
+// the step's clock, and a step whose clock runs behind gc's by more than
+// the grace would look dead while it renews (judge with ServerNow then).
 func renewTime(l *coordinationv1.Lease) time.Time {
+	var recorded time.Time
+	for _, m := range l.ManagedFields {
+		if m.Time != nil && m.Time.After(recorded) {
+			recorded = m.Time.Time
+		}
+	}
+	if !recorded.IsZero() {
+		return recorded.Add(time.Second)
+	}
 	switch {
 	case l.Spec.RenewTime != nil:
 		return l.Spec.RenewTime.Time

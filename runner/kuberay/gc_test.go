@@ -216,3 +216,25 @@ func TestCollectReportsFailures(t *testing.T) {
 		t.Errorf("actions (-want +got):\n%s", diff)
 	}
 }
+
+// TestJudgeByTheServersRecord: the API server's record of the last
+// renewal (managedFields, its clock, to the second) outweighs renewTime,
+// which a step with a slow clock writes in the past; a Lease the server
+// recorded long ago is stale whatever its renewTime says.
+func TestJudgeByTheServersRecord(t *testing.T) {
+	t.Parallel()
+	job := rayJobAt("skewed", 2*time.Hour, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning, StartTime: at(time.Hour)})
+	recorded := func(ago time.Duration) []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{{Manager: "raystep", Operation: metav1.ManagedFieldsOperationUpdate, Time: at(ago)}}
+	}
+	slow := leaseOf(job, "h/1", time.Hour)
+	slow.ManagedFields = recorded(2 * time.Second)
+	if v := Judge(job, slow, gcNow, JudgeOptions{HeartbeatGrace: 30 * time.Second}); v.Collect {
+		t.Errorf("a step renewing with a clock an hour slow: collected (%s)", v.Reason)
+	}
+	fast := leaseOf(job, "h/1", -time.Hour)
+	fast.ManagedFields = recorded(10 * time.Minute)
+	if v := Judge(job, fast, gcNow, JudgeOptions{HeartbeatGrace: 30 * time.Second}); !v.Collect {
+		t.Errorf("a step gone 10 minutes whose clock ran an hour fast: kept (%s)", v.Reason)
+	}
+}

@@ -215,3 +215,20 @@ func dash(s string) string {
 	}
 	return s
 }
+
+// ServerNow reads the API server's clock, to the second: the creation time
+// it gives a Lease created in namespace as a dry run (nothing is stored;
+// it needs create on leases, which steps have). gc judges heartbeats by it,
+// as the server records their renewals (renewTime), so that no machine's
+// clock, gc's or a step's, decides whether a step is alive.
+func ServerNow(ctx context.Context, kube kubernetes.Interface, namespace string) (time.Time, error) {
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "raystep-clock-"}}
+	got, err := kube.CoordinationV1().Leases(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the API server's clock (a dry-run create of a Lease in namespace %s): %w", namespace, err)
+	}
+	if got.CreationTimestamp.IsZero() {
+		return time.Time{}, fmt.Errorf("read the API server's clock: its dry-run Lease in namespace %s has no creation time", namespace)
+	}
+	return got.CreationTimestamp.Time, nil
+}

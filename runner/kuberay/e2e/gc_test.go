@@ -151,6 +151,66 @@ func managedByOther(t *testing.T, c *kuberay.Clients, ns, name string) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestGCJudgesHeartbeatsByTheServerClock: a step whose clock runs an hour
+// behind writes renewTime an hour in the past at every renewal. gc judges
+// by when the API server recorded the renewal, on the server's clock, so
+// the step is alive; by renewTime and gc's own clock it would be deleted.
+func TestGCJudgesHeartbeatsByTheServerClock(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-gc-skew")
+	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := craft(t, admin, ns, "skewed-step", rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning,
+		StartTime: &metav1.Time{Time: time.Now().Add(-2 * time.Hour)}})
+	job, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, renewed := "skewed-host/1", metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kuberay.LabelManagedBy: kuberay.ManagedByRaystep},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: name, UID: job.UID}}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed, LeaseDurationSeconds: ptr(int32(3))},
+	}
+	if _, err := admin.Kube.CoordinationV1().Leases(ns).Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := kuberay.ListLeases(t.Context(), admin.Kube, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := kuberay.ServerNow(t.Context(), admin.Kube, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skew := time.Since(now); skew < -2*time.Second || skew > 2*time.Second {
+		t.Errorf("ServerNow = %s, %s from this machine's clock (the same machine's)", now, skew)
+	}
+	o := kuberay.JudgeOptions{HeartbeatGrace: time.Second}
+	for _, v := range kuberay.JudgeAll(jobs, leases, now, o) {
+		if v.Job.Name == name && (v.Collect || !strings.HasPrefix(v.Reason, "step alive")) {
+			t.Errorf("gc's verdict on the step with a slow clock: collect %v, %q; want alive", v.Collect, v.Reason)
+		}
+	}
+	if got, err := admin.Kube.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(got.Items) != 1 {
+		t.Errorf("Leases in %s after ServerNow: %v, %v; want only the step's (a dry run stores nothing)", ns, got, err)
+	}
+	if err := admin.Kube.CoordinationV1().Leases(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := admin.Ray.RayV1().RayJobs(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	waitGone(t, admin, ns, []string{name})
+}
+
 // TestBinarySIGKILLThenGCFreesTheCluster: while the built raystep runs,
 // its heartbeat is fresh and `raystep gc` keeps its RayJob, saying why.
 // Once it is SIGKILLed the heartbeat stops; as soon as the Lease's grace
@@ -187,8 +247,10 @@ func TestBinarySIGKILLThenGCFreesTheCluster(t *testing.T) {
 		t.Fatalf("the killed step's heartbeat Lease: %v", err)
 	}
 	// gc's grace is the longer of the flag's 1s and the Lease's own
-	// duration (three renewal intervals): wait until it has passed.
-	stale := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second + 100*time.Millisecond)
+	// duration (three renewal intervals): wait until it has passed, by the
+	// server's record of the last renewal, which is to the second and read
+	// as the end of its second (and the server's clock is this machine's).
+	stale := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second + 2*time.Second + 100*time.Millisecond)
 	select {
 	case <-time.After(time.Until(stale)):
 	case <-t.Context().Done():
