@@ -220,13 +220,17 @@ func lockTempDir(dir string) (*os.File, error) {
 }
 
 // sweepStale removes the temp dirs of private heads under root whose
-// keeper is gone (it was killed too), and kills what still runs from them.
+// keeper is gone (it was killed too), and kills what still runs from them:
+// the calling user's dirs only.
 func sweepStale(root string, log *zap.Logger) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	locks, _ := filepath.Glob(filepath.Join(root, "rs*", lockName))
 	for _, lock := range locks {
+		if ownDir(filepath.Dir(lock)) != nil {
+			continue // another user's (or a link): not ours to judge
+		}
 		f, err := os.Open(lock)
 		if err != nil {
 			continue

@@ -2,7 +2,9 @@ package rayhead
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,19 +40,54 @@ func StartSlots() int {
 	return max(1, runtime.NumCPU()/2)
 }
 
-// slotRoot holds the slots' lock files: one place on the machine, whatever
-// temp root the heads use, so that every start on it takes its turn.
+// slotRoot holds the slots' lock files, in a directory of each user's
+// (slotDir): one place on the machine, whatever temp root the heads use,
+// so that every start of the user's takes its turn.
 const slotRoot = tempRoot
+
+// slotDir is the directory of the calling user's start slots under root,
+// root/raystep-UID, made 0700. It is refused unless it is a directory (not
+// a link) of this user's that nobody else may write: in a world-writable
+// /tmp another user could have made it first, or made the slot files
+// there and held their locks, and kept this user's heads from starting.
+func slotDir(root string) (string, error) {
+	dir := filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	if err := ownDir(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// ownDir fails unless dir is a directory, not a link, owned by the
+// calling user and writable by nobody else.
+func ownDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is not a directory of user %d's that only they may write", dir, os.Getuid())
+	}
+	return nil
+}
 
 // slotPoll is how often a start that waits for a slot looks again.
 const slotPoll = 100 * time.Millisecond
 
-// takeStartSlot waits until one of n slots under root is free and takes
-// it; release gives it back. waited says whether it had to wait. A slot
-// file it cannot open (another user's, a read-only root) does not hold
-// the start back: the limit is a courtesy between raystep processes, not
-// a lock anything depends on.
+// takeStartSlot waits until one of n slots in the user's slotDir under
+// root is free and takes it; release gives it back. waited says whether it
+// had to wait. A slot dir or file it cannot use (another user's, a
+// read-only root) does not hold the start back: the limit is a courtesy
+// between raystep processes, not a lock anything depends on.
 func takeStartSlot(ctx context.Context, root string, n int) (release func(), waited bool, err error) {
+	root, err = slotDir(root)
+	if err != nil {
+		return func() {}, false, nil
+	}
 	files := make([]*os.File, 0, n)
 	defer func() {
 		for _, f := range files {
@@ -58,7 +95,7 @@ func takeStartSlot(ctx context.Context, root string, n int) (release func(), wai
 		}
 	}()
 	for i := range n {
-		f, err := os.OpenFile(filepath.Join(root, fmt.Sprintf("raystep-head-start.%d.lock", i)), os.O_RDONLY|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(filepath.Join(root, fmt.Sprintf("head-start.%d.lock", i)), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return func() {}, false, nil
 		}

@@ -3,8 +3,12 @@ package rayhead
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,5 +74,84 @@ func TestStartSlotsFromTheEnvironment(t *testing.T) {
 		if got := StartSlots(); got != tt.want {
 			t.Errorf("%s=%q: StartSlots() = %d, want %d", startSlotsEnv, tt.env, got, tt.want)
 		}
+	}
+}
+
+// TestStartSlotsIgnoreSquattedDir: the slots live in a directory of the
+// user's own under the shared root. One that another user could write (or
+// made, or a link to elsewhere), with its slot locked by that user, does
+// not hold the start back: the start goes at once and makes nothing there.
+func TestStartSlotsIgnoreSquattedDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	squat := func(t *testing.T, root string) {
+		dir := filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid()))
+		f, err := os.OpenFile(filepath.Join(dir, "head-start.0.lock"), os.O_RDONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := map[string]func(t *testing.T, root string){
+		"world-writable": func(t *testing.T, root string) {
+			dir := filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid()))
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			squat(t, root)
+		},
+		"a link": func(t *testing.T, root string) {
+			elsewhere := t.TempDir()
+			if err := os.Symlink(elsewhere, filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid()))); err != nil {
+				t.Fatal(err)
+			}
+			squat(t, root)
+		},
+	}
+	if os.Getuid() == 0 {
+		cases["another user's"] = func(t *testing.T, root string) {
+			dir := filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid()))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			squat(t, root)
+			if err := os.Chown(dir, 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, prepare := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			prepare(t, root)
+			release, waited, err := takeStartSlot(ctx, root, 1)
+			if err != nil || waited {
+				t.Fatalf("a start beside a squatted slot dir: waited %v, %v; want it at once", waited, err)
+			}
+			release()
+		})
+	}
+	// The user's own dir: made private, and its slot taken in turn.
+	root := t.TempDir()
+	release, _, err := takeStartSlot(ctx, root, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	fi, err := os.Stat(filepath.Join(root, fmt.Sprintf("raystep-%d", os.Getuid())))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the slot dir: %v, %v; want mode 0700", fi, err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 3*slotPoll)
+	defer cancelShort()
+	if _, _, err := takeStartSlot(short, root, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second start while the user's own slot is taken: %v, want it to wait", err)
 	}
 }
