@@ -19,8 +19,8 @@ import (
 const MaxWorkingDirEntries = 100_000
 
 // WorkingDirError is a working directory that cannot be packaged as it
-// is: missing, unreadable, the filesystem root, a dangling symlink or a
-// symlink loop, a bad pattern, or over a limit (wrapping
+// is: missing, unreadable, the filesystem root, a dangling symlink, a
+// symlink loop or one leading outside it, a bad pattern, or over a limit (wrapping
 // ErrPackageTooLarge). It is the user's to fix, not the cluster's.
 type WorkingDirError struct {
 	// Dir is the working directory.
@@ -76,6 +76,7 @@ type tree struct {
 type walker struct {
 	ctx        context.Context
 	root       string
+	realRoot   string // root with its symlinks resolved
 	excludes   ignoreRules
 	gitignore  bool
 	maxBytes   int64
@@ -118,6 +119,9 @@ func (w *walker) walkRoot() error {
 	if !info.IsDir() {
 		return errors.New("is not a directory")
 	}
+	if w.realRoot, err = filepath.EvalSymlinks(abs); err != nil {
+		return fmt.Errorf("cannot be resolved: %w", err)
+	}
 	return w.walkDir(abs, "", defaultRules(), []fs.FileInfo{info})
 }
 
@@ -150,6 +154,11 @@ func (w *walker) walkDir(dir, rel string, rules ignoreRules, ancestors []fs.File
 		if matcher.ignored(name, info.IsDir()) {
 			continue
 		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			if err := w.inside(name, full); err != nil {
+				return err
+			}
+		}
 		switch {
 		case info.IsDir():
 			if slices.ContainsFunc(ancestors, func(a fs.FileInfo) bool { return os.SameFile(a, info) }) {
@@ -169,6 +178,22 @@ func (w *walker) walkDir(dir, rel string, rules ignoreRules, ancestors []fs.File
 		} // sockets, pipes and devices are left out, as Ray does
 	}
 	return nil
+}
+
+// inside fails unless the symlink full (name in the zip) leads to a path
+// within the working dir. One that leads out (creds -> ~/.aws, a checkout's
+// link to the home directory) would upload what its author never meant to
+// ship to a cluster others can read.
+func (w *walker) inside(name, full string) error {
+	target, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		return fmt.Errorf("%s is a symlink that cannot be followed (%v): remove it or add it to runtimeEnv.excludes", name, err)
+	}
+	if rel, err := filepath.Rel(w.realRoot, target); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return nil
+	}
+	return fmt.Errorf("%s is a symlink to %s, outside the working dir: raystep uploads nothing from outside it; "+
+		"copy what the job needs into the working dir, or add %s to runtimeEnv.excludes", name, target, name)
 }
 
 // dirRules adds the patterns of dir's .gitignore and .rayignore files.

@@ -112,6 +112,22 @@ func TestCheckWorkingDir(t *testing.T) {
 			want:  raysubmit.Stats{Files: 2, Dirs: 2, Bytes: 8},
 		},
 		{
+			name:    "symlink out of the working dir",
+			files:   map[string]string{"main.py": "", "creds@": "/etc"},
+			wantErr: "creds is a symlink to /etc, outside the working dir: raystep uploads nothing from outside it",
+		},
+		{
+			name:    "symlinked file out of the working dir, deeper",
+			files:   map[string]string{"main.py": "", "conf/users@": "../../../../../../../../etc/passwd"},
+			wantErr: "conf/users is a symlink to /etc/passwd, outside the working dir",
+		},
+		{
+			name:  "symlink out of the working dir, excluded",
+			files: map[string]string{"main.py": "", "creds@": "/etc"},
+			opts:  raysubmit.PackageOptions{Excludes: []string{"/creds"}},
+			want:  raysubmit.Stats{Files: 1},
+		},
+		{
 			name:    "over the size limit",
 			files:   map[string]string{"main.py": "", "data/big.bin#": "600Mi", "venv/lib.so#": "10Mi"},
 			wantErr: "package too large for Ray: its files add up to more than 512.0 MiB (stopped counting at 600.0 MiB), Ray takes a package under 512.0 MiB: exclude the largest: data/ (600.0 MiB) with runtimeEnv.excludes",
