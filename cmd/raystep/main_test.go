@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -21,7 +23,22 @@ import (
 // testscript scripts (script_test.go).
 func TestMain(m *testing.M) {
 	quickstart.Done() // as main does
-	testscript.Main(stopHead{m}, map[string]func(){"raystep": main})
+	testscript.Main(stopHead{m}, map[string]func(){"raystep": scriptMain})
+}
+
+// scriptMain is main as the scripts run it, with the OS's name for the
+// user taken from TEST_LOGIN_NAME when a script sets it (empty: a user
+// with no name, as an arbitrary container UID is).
+func scriptMain() {
+	if name, ok := os.LookupEnv("TEST_LOGIN_NAME"); ok {
+		loginName = func() (string, error) {
+			if name == "" {
+				return "", errors.New("user ID 1000 has no name here")
+			}
+			return name, nil
+		}
+	}
+	main()
 }
 
 // stopHead runs the tests, then stops rayHead (testscript.Main exits).

@@ -68,8 +68,8 @@ them and without -f the cluster is a head alone.
 
 On both, every flag is checked before anything starts (exit 2, nothing
 made). The name is --name, else the spec's metadata.name, else
-ray-OWNER; the owner is --owner, else the spec's, else $USER. The
-cluster expires after --ttl (the profile's spec.interactive.ttl.default,
+ray-OWNER; the owner is --owner, else the spec's, else $USER, else the
+OS's name for the user. The cluster expires after --ttl (the profile's spec.interactive.ttl.default,
 8h unless it says otherwise, and at most its max, 24h unless it says
 otherwise); ` + "`raystep down NAME`" + ` stops it at any time and ` + "`raystep gc`" + `
 clears away expired ones. up on the name of a live cluster moves its
@@ -92,7 +92,7 @@ starts a Jupyter server on the head (see raystep notebook).`,
 	f.StringVar(&o.cpus, "cpus", "", "CPUs of each worker, e.g. 8 (local: the head's logical CPUs)")
 	f.StringVar(&o.memory, "memory", "", "memory of each worker, e.g. 32Gi (KubeRay only)")
 	f.StringVar(&o.name, "name", "", "cluster name, a DNS-1035 label of at most 40 characters")
-	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER)")
+	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER, else your login name)")
 	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.cluster.image=... (repeatable)")
 	f.BoolVar(&o.notebook, "notebook", false, "also start a Jupyter server on the head (the profile's spec.interactive.notebook); raystep notebook NAME reaches it")

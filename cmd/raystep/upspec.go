@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,7 +90,12 @@ func (a *app) upOverrides(cmd *cobra.Command, o upOptions, base *schemas.Spec) (
 		owner = a.cfg.User
 		add("metadata.owner", owner, "$USER "+owner)
 	case o.file == "":
-		return nil, &usageError{errors.New("up: --owner WHO is required (or set USER)")}
+		name, err := loginName()
+		if err != nil {
+			return nil, &usageError{fmt.Errorf("up: --owner WHO is required: USER is unset and %v", err)}
+		}
+		owner = name
+		add("metadata.owner", owner, "the login name "+owner+" (USER is unset)")
 	default:
 		owner = base.Metadata.Owner
 	}
@@ -157,4 +164,17 @@ func defaultClusterName(owner string) string {
 		name = name[:40]
 	}
 	return strings.TrimRight(name, "-")
+}
+
+// loginName is the name the OS gives the user raystep runs as (a root
+// shell, a container, a cron job: where USER is unset); tests replace it.
+var loginName = func() (string, error) {
+	u, err := user.Current()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("user ID %d has no name here (%v)", os.Getuid(), err)
+	case u.Username == "":
+		return "", fmt.Errorf("user ID %d has no name here", os.Getuid())
+	}
+	return u.Username, nil
 }
