@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // FieldError is one problem found in a spec or profile, located by file and
@@ -27,7 +29,11 @@ func (e FieldError) Error() string {
 	if e.Pointer == "/" || e.Pointer == "" {
 		return fmt.Sprintf("%s: %s", e.File, e.Message)
 	}
-	return fmt.Sprintf("%s: %s: %s", e.File, e.Pointer, e.Message)
+	pointer := e.Pointer
+	if strings.ContainsFunc(pointer, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		pointer = strconv.Quote(pointer) // a key with a control character: not raw on a terminal
+	}
+	return fmt.Sprintf("%s: %s: %s", e.File, pointer, e.Message)
 }
 
 // ValidationErrors is every problem found while loading one or more files.
@@ -53,7 +59,7 @@ func (v *ValidationErrors) add(file string, pos positions, pointer, format strin
 	p := pos.at(pointer)
 	switch {
 	case p.set != "":
-		file = SetSource + " " + p.set
+		file = SetFile(p.set)
 	case p.file != "":
 		file, pointer = p.file, strings.TrimPrefix(pointer, p.trim)
 	}

@@ -52,7 +52,7 @@ func TestLimits(t *testing.T) {
 		},
 		{
 			name: "control character in a key", spec: validHead + "    env_vars: {\"A\\x01\": x}\n",
-			want: "spec.yaml: /spec/runtimeEnv/env_vars/A\x01: the key contains the control character U+0001, which is not allowed",
+			want: `spec.yaml: "/spec/runtimeEnv/env_vars/A\x01": the key contains the control character U+0001, which is not allowed`,
 		},
 		{
 			name: "newline in an env var is fine, a bell is not", spec: validHead + "    env_vars: {A: \"x\\ny\", B: \"\\a\"}\n",

@@ -4,11 +4,24 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // SetSource starts the File of FieldErrors caused by --set overrides:
 // "--set spec.timeouts.run=10x".
 const SetSource = "--set"
+
+// SetFile is the File of the FieldErrors an override s causes: "--set s",
+// with s quoted (and cut) where printing it raw would put control
+// characters or invalid UTF-8 on the user's terminal, or a page of it.
+func SetFile(s string) string {
+	printable := utf8.ValidString(s) && len(s) <= 200 && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
+	if printable {
+		return SetSource + " " + s
+	}
+	return SetSource + " " + quoteShort(s)
+}
 
 // ApplySet applies "path=value" overrides to a decoded document in place and
 // returns it (a nil document becomes a map). A path is dotted keys into the
@@ -26,12 +39,12 @@ func ApplySet(doc any, set []string) (any, error) {
 	for _, s := range set {
 		path, value, ok := strings.Cut(s, "=")
 		if !ok || path == "" {
-			errs.Errors = append(errs.Errors, FieldError{File: SetSource + " " + s, Pointer: "/",
+			errs.Errors = append(errs.Errors, FieldError{File: SetFile(s), Pointer: "/",
 				Message: "expected path=value, e.g. spec.timeouts.run=10m"})
 			continue
 		}
 		if err := setPath(doc, strings.Split(path, "."), value); err != nil {
-			errs.Errors = append(errs.Errors, FieldError{File: SetSource + " " + s, Pointer: dottedPointer(path),
+			errs.Errors = append(errs.Errors, FieldError{File: SetFile(s), Pointer: dottedPointer(path),
 				Message: fmt.Sprintf("cannot set %q: %s", path, err)})
 		}
 	}

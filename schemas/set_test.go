@@ -2,7 +2,9 @@ package schemas
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -119,19 +121,19 @@ func TestSetErrorsBlameTheOverride(t *testing.T) {
 		{
 			name: "control character in an env var",
 			set:  []string{"spec.runtimeEnv.env_vars.F=x\x01y"},
-			want: "--set spec.runtimeEnv.env_vars.F=x\x01y: /spec/runtimeEnv/env_vars/F: " +
+			want: `--set "spec.runtimeEnv.env_vars.F=x\x01y": /spec/runtimeEnv/env_vars/F: ` +
 				"contains the control character U+0001, which Ray and Kubernetes do not accept",
 		},
 		{
 			name: "NUL in the entrypoint",
 			set:  []string{"spec.entrypoint=python x.py\x00"},
-			want: "--set spec.entrypoint=python x.py\x00: /spec/entrypoint: " +
+			want: `--set "spec.entrypoint=python x.py\x00": /spec/entrypoint: ` +
 				"contains the control character U+0000, which Ray and Kubernetes do not accept",
 		},
 		{
 			name: "control character in a key it set",
 			set:  []string{"spec.runtimeEnv.env_vars.A\x1bB=x"},
-			want: "--set spec.runtimeEnv.env_vars.A\x1bB=x: /spec/runtimeEnv/env_vars/A\x1bB: " +
+			want: `--set "spec.runtimeEnv.env_vars.A\x1bB=x": "/spec/runtimeEnv/env_vars/A\x1bB": ` +
 				"the key contains the control character U+001B, which is not allowed",
 		},
 	}
@@ -145,6 +147,9 @@ func TestSetErrorsBlameTheOverride(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if i := strings.IndexFunc(err.Error(), func(r rune) bool { return r != '\n' && !unicode.IsPrint(r) }); i >= 0 {
+				t.Errorf("the error would print a control character on the terminal: %q", err.Error())
 			}
 		})
 	}

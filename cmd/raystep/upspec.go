@@ -140,7 +140,7 @@ func (a *app) upOverrides(cmd *cobra.Command, o upOptions, base *schemas.Spec) (
 func blameFlags(ve *schemas.ValidationErrors, overrides []upOverride) {
 	for i, e := range ve.Errors {
 		for _, ov := range overrides {
-			if e.File == schemas.SetSource+" "+ov.set {
+			if e.File == schemas.SetFile(ov.set) {
 				ve.Errors[i].File, ve.Errors[i].Pointer = ov.flag, "/"
 			}
 		}
