@@ -58,12 +58,14 @@ func (e *JobError) Error() string {
 
 // summarize shortens Ray's message, which may end with the last 20,000
 // characters of the log (already relayed), to its first line and the log's
-// last line, usually the driver's exception.
+// last line of the driver's, usually its exception. Ray's own line that
+// opens the log ("Running entrypoint for job ...") is not the driver's:
+// on a busy machine it can land after the driver's last words.
 func summarize(msg string) string {
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
 	first := strings.TrimSpace(lines[0])
 	for i := len(lines) - 1; i > 0; i-- {
-		if last := strings.TrimSpace(lines[i]); last != "" {
+		if last := strings.TrimSpace(lines[i]); last != "" && !strings.HasPrefix(last, "Running entrypoint for job ") {
 			return first + " " + last
 		}
 	}

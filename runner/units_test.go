@@ -81,6 +81,13 @@ func TestSummarize(t *testing.T) {
 		{"Job was intentionally stopped.", "Job was intentionally stopped."},
 		{"Job entrypoint command failed with exit code 1, last available logs:\nTraceback\n  File x\nValueError: boom\n\n",
 			"Job entrypoint command failed with exit code 1, last available logs: ValueError: boom"},
+		// On a busy machine the driver's last words can reach Ray's log
+		// before Ray's own "Running entrypoint" line does.
+		{"Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\ndriver-boom\n" +
+			"Running entrypoint for job raystep-x: python -c 'import sys; sys.exit(1)'\n",
+			"Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars): driver-boom"},
+		{"Job entrypoint command failed with exit code 1, last available logs:\nRunning entrypoint for job raystep-x: false\n",
+			"Job entrypoint command failed with exit code 1, last available logs:"},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, summarize(tt.in)); diff != "" {
