@@ -207,7 +207,7 @@ func shellPlain(r rune) bool {
 	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
 		return true
 	case r < 0x80:
-		return strings.ContainsRune(strings.ReplaceAll(shellPlainPunct, " ", ""), r)
+		return r != ' ' && strings.ContainsRune(shellPlainPunct, r)
 	default:
 		return unicode.IsLetter(r) || unicode.IsDigit(r)
 	}
