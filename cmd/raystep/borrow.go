@@ -20,7 +20,7 @@ func (a *app) borrow(ctx context.Context, b runner.Backend, step *runner.Step, n
 	if !ok {
 		return errors.New("run --cluster: not a KubeRay backend")
 	}
-	i := &kuberay.Interactive{Kube: kb.Kube, Ray: kb.Ray}
+	i := &kuberay.Interactive{Kube: kb.Kube, Ray: kb.Ray, KeepDir: a.keepDir()}
 	rc, err := i.Find(ctx, step.Namespace, name)
 	if err != nil {
 		return fmt.Errorf("run --cluster: %w", err)

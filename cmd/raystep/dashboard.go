@@ -81,7 +81,7 @@ func (a *app) findReached(cmd *cobra.Command, what string, o reachOptions, name 
 	}
 	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
 		Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: a.notices()}
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
 	rc, err := i.Find(cmd.Context(), ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -122,7 +122,7 @@ func (a *app) dashboard(cmd *cobra.Command, o reachOptions, name string) error {
 			r.rc.Namespace, r.rc.Name, fwd.Pod, err)
 	}
 	fmt.Fprintln(a.stdout, fwd.URL)
-	a.tokenHint(r.rc)
+	a.tokenHint(r.i, r.rc)
 	fmt.Fprintf(a.stderr, "port-forward to pod %s/%s open: Ctrl-C closes it\n", r.rc.Namespace, fwd.Pod)
 	return a.hold(ctx, fwd, "dashboard")
 }
@@ -163,8 +163,12 @@ func (a *app) hold(ctx context.Context, fwd *kuberay.HeadForward, what string) e
 
 // tokenHint says on stderr where the Ray token of a token-authenticated
 // cluster is.
-func (a *app) tokenHint(rc *rayv1.RayCluster) {
+func (a *app) tokenHint(i *kuberay.Interactive, rc *rayv1.RayCluster) {
 	if rc.Spec.AuthOptions == nil || rc.Spec.AuthOptions.Mode != rayv1.AuthModeToken || rc.Spec.AuthOptions.SecretName == nil {
+		return
+	}
+	if kept := i.KeptPath(rc, kuberay.KeptRayToken); kept != "" {
+		fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: export RAY_AUTH_TOKEN=$(cat %s)\n", kept)
 		return
 	}
 	s := *rc.Spec.AuthOptions.SecretName

@@ -71,7 +71,7 @@ func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
 	}
 	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
 		Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: a.notices()}
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
 	ctx := cmd.Context()
 	var found []*rayv1.RayCluster
 	var errs []error
@@ -92,6 +92,7 @@ func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
 	for k, rc := range found {
 		wg.Go(func() {
 			if errs[k] = i.Delete(ctx, rc.Namespace, rc.Name, rc.UID); errs[k] == nil {
+				_ = i.Forget(rc.Namespace, rc.Name) // the tokens of a cluster that is gone
 				mu.Lock()
 				defer mu.Unlock()
 				fmt.Fprintf(a.stdout, "RayCluster %s/%s deleted\n", rc.Namespace, rc.Name)

@@ -51,7 +51,7 @@ func (a *app) runScopedKubeRay(ctx context.Context, kb *kuberay.Backend, step *r
 	if err != nil {
 		return err
 	}
-	i := &kuberay.Interactive{Kube: kb.Kube, Ray: kb.Ray, Token: kb.Dashboard.Token,
+	i := &kuberay.Interactive{Kube: kb.Kube, Ray: kb.Ray, KeepDir: a.keepDir(), Token: kb.Dashboard.Token,
 		UnschedulableGrace: kb.UnschedulableGrace, Notify: a.notices()}
 	actx, cancel := context.WithTimeoutCause(ctx, spec.Spec.Timeouts.Provision,
 		fmt.Errorf("the run-scoped cluster was not ready within spec.timeouts.provision (%s)", spec.Spec.Timeouts.Provision))

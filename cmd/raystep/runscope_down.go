@@ -85,7 +85,7 @@ func (a *app) downRunKubeRay(cmd *cobra.Command, r downRunOptions, namespace str
 	}
 	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: namespace, Env: a.cfg.Namespace,
 		Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: a.notices()}
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
 	ctx := cmd.Context()
 	found, err := kuberay.ListRunClusters(ctx, i, ns, r.runID)
 	if err != nil {

@@ -22,7 +22,7 @@ func (a *app) uiHeads(clients *kuberay.Clients, kc *kubeConfig) (ui.Reach, *ui.K
 		for k, v := range kc.DashboardHeaders {
 			headers.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 		}
-		heads.Interactive = &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: a.notices()}
+		heads.Interactive = &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
 		heads.Config, heads.InCluster = clients.Config, clients.InCluster && kc.InCluster
 	}
 	return func(ctx context.Context, r *ui.Record) (ui.Head, error) {

@@ -134,7 +134,7 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 	if err != nil {
 		return err
 	}
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, Token: a.cfg.DashboardToken,
+	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Token: a.cfg.DashboardToken,
 		UnschedulableGrace: kc.UnschedulableGrace, Notify: a.notices()}
 	ctx := cmd.Context()
 	upped, err := i.Up(ctx, rc)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -180,6 +181,17 @@ func (a *app) localStateDir() (string, error) {
 		}
 		return ""
 	})
+}
+
+// keepDir is where this machine keeps the tokens of the KubeRay clusters
+// up made (kuberay.Interactive.KeepDir): beside the local clusters'
+// records; "" (keep none) when there is no state dir.
+func (a *app) keepDir() string {
+	dir, err := a.localStateDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(dir), "kuberay")
 }
 
 // printLocalUp tells the user the running cluster's name, dashboard and

@@ -94,6 +94,9 @@ type Interactive struct {
 	Notify Notify
 	// Clock is the source of time; nil means runner.SystemClock.
 	Clock runner.Clock
+	// KeepDir is where this machine keeps a copy of the tokens up makes
+	// (see interactive_keep.go); empty keeps none.
+	KeepDir string
 }
 
 // Upped is what Up did.
@@ -141,6 +144,9 @@ func (i *Interactive) Up(ctx context.Context, rc *rayv1.RayCluster) (Upped, erro
 	secret.Data = map[string][]byte{AuthTokenKey: []byte(token)}
 	if _, err := i.Kube.CoreV1().Secrets(got.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
 		return up, fmt.Errorf("create token Secret %s/%s for RayCluster %s: %w", got.Namespace, secret.Name, got.Name, err)
+	}
+	if err := i.keep(got, KeptRayToken, []byte(token)); err != nil && i.Notify != nil {
+		i.Notify("WARNING", err.Error()+": only who may get Secrets here will reach the cluster")
 	}
 	up.Secret = secret.Name
 	return up, nil

@@ -49,6 +49,9 @@ func (i *Interactive) ReadToken(ctx context.Context, rc *rayv1.RayCluster) (stri
 	if secret == nil {
 		return "", nil
 	}
+	if b, err := i.kept(rc, KeptRayToken); err == nil && len(b) > 0 {
+		return string(b), nil // up made it on this machine
+	}
 	s, err := i.Kube.CoreV1().Secrets(rc.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("read the Ray token of RayCluster %s/%s from Secret %s: %w (or set RAYSTEP_DASHBOARD_TOKEN)",

@@ -2,6 +2,7 @@ package kuberay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -69,6 +70,9 @@ func (i *Interactive) KeepNotebook(ctx context.Context, rc *rayv1.RayCluster, s 
 		Data: map[string][]byte{notebookTokenKey: []byte(s.Token), notebookPortKey: []byte(strconv.Itoa(s.Port)),
 			notebookAppKey: []byte(s.App)},
 	}
+	if kept, err := i.keptNotebook(rc); err == nil {
+		return kept, nil // up again, on the machine that started it
+	}
 	_, err := i.Kube.CoreV1().Secrets(rc.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -78,12 +82,33 @@ func (i *Interactive) KeepNotebook(ctx context.Context, rc *rayv1.RayCluster, s 
 	case err != nil:
 		return s, fmt.Errorf("create notebook Secret %s/%s: %w", rc.Namespace, name, err)
 	}
+	if b, err := json.Marshal(s); err == nil {
+		if err := i.keep(rc, keptNotebook, b); err != nil && i.Notify != nil {
+			i.Notify("WARNING", err.Error()+": only who may get Secrets here will reach the notebook")
+		}
+	}
+	return s, nil
+}
+
+// keptNotebook is the notebook this machine keeps for rc.
+func (i *Interactive) keptNotebook(rc *rayv1.RayCluster) (notebook.Server, error) {
+	var s notebook.Server
+	b, err := i.kept(rc, keptNotebook)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil || s.Token == "" || s.Port <= 0 || s.Port > 65535 {
+		return notebook.Server{}, fmt.Errorf("the notebook kept for RayCluster %s/%s is not one (%v)", rc.Namespace, rc.Name, err)
+	}
 	return s, nil
 }
 
 // ReadNotebook returns the notebook kept for rc, or an error wrapping
 // notebook.ErrNone when rc was brought up without --notebook.
 func (i *Interactive) ReadNotebook(ctx context.Context, rc *rayv1.RayCluster) (notebook.Server, error) {
+	if s, err := i.keptNotebook(rc); err == nil {
+		return s, nil
+	}
 	name := NotebookSecretName(rc.Name)
 	sec, err := i.Kube.CoreV1().Secrets(rc.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -91,7 +116,8 @@ func (i *Interactive) ReadNotebook(ctx context.Context, rc *rayv1.RayCluster) (n
 		return notebook.Server{}, fmt.Errorf("RayCluster %s/%s: %w: it was brought up without --notebook (raystep up --notebook --name %s starts one)",
 			rc.Namespace, rc.Name, notebook.ErrNone, rc.Name)
 	case refused(err):
-		return notebook.Server{}, fmt.Errorf("read notebook Secret %s/%s: %w (raystep's Role needs get on secrets)", rc.Namespace, name, err)
+		return notebook.Server{}, fmt.Errorf("read notebook Secret %s/%s: %w (its token is kept on the machine that ran "+
+			"raystep up --notebook: run raystep notebook there, or ask for get on that Secret)", rc.Namespace, name, err)
 	case err != nil:
 		return notebook.Server{}, fmt.Errorf("read notebook Secret %s/%s: %w", rc.Namespace, name, err)
 	}

@@ -190,7 +190,6 @@ var (
 	personLs       = personAction{args: []string{"ls", "-n", "NS"}}
 	personGC       = personAction{args: []string{"gc", "-n", "NS"}}
 	personDash     = personAction{args: []string{"dashboard", "-n", "NS", personName}, cluster: true}
-	personReadNb   = personAction{args: []string{"notebook", "-n", "NS", personName}, cluster: true}
 )
 
 // peopleLeastPrivilege is TestLeastPrivilegePeople's table: for every
@@ -212,8 +211,7 @@ var peopleLeastPrivilege = []entry{
 	{permission{"", "pods/portforward", "create"}, personDash},
 	{permission{"", "events", "list"}, personAction{args: personUp.args, env: noWatchList}},
 	{permission{"", "events", "watch"}, personUp},
-	{permission{"", "secrets", "create"}, personNotebook}, // NAME-notebook
-	{permission{"", "secrets", "get"}, personReadNb},
+	{permission{"", "secrets", "create"}, personNotebook}, // NAME-notebook; no get: up keeps the tokens on the person's machine
 	{permission{"coordination.k8s.io", "leases", "create"}, personRun},
 	{permission{"coordination.k8s.io", "leases", "patch"}, personAction{args: append(append([]string(nil), personRun.args...), "--set", endless),
 		cluster: true, env: []string{"RAYSTEP_HEARTBEAT_INTERVAL=1s"}}},
