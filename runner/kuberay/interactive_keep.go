@@ -86,5 +86,6 @@ func (i *Interactive) Forget(ns, name string) error {
 	for _, d := range dirs {
 		errs = append(errs, os.RemoveAll(d))
 	}
+	_ = os.Remove(filepath.Join(i.KeepDir, ns)) // once it holds no cluster's
 	return errors.Join(errs...)
 }
