@@ -66,14 +66,7 @@ func TestGCOrphans(t *testing.T) {
 		t.Fatal(t.Context().Err())
 	}
 
-	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := kuberay.ListLeases(t.Context(), admin.Kube, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs, leases := inventory(t, admin, ns)
 	// The crafted RayJobs have no heartbeat Lease, as an older raystep's;
 	// the tiny grace judges them by their deadlines at once. The killed
 	// step released its Lease at its (keeping) teardown.
@@ -151,6 +144,30 @@ func managedByOther(t *testing.T, c *kuberay.Clients, ns, name string) {
 
 func ptr[T any](v T) *T { return &v }
 
+// adminClients are clients of the test cluster with every right.
+func adminClients(t *testing.T) *kuberay.Clients {
+	t.Helper()
+	c, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// inventory lists what gc judges in ns: its RayJobs and heartbeat Leases.
+func inventory(t *testing.T, c *kuberay.Clients, ns string) ([]rayv1.RayJob, map[string]*coordinationv1.Lease) {
+	t.Helper()
+	jobs, err := kuberay.ListRayJobs(t.Context(), c.Ray, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := kuberay.ListLeases(t.Context(), c.Kube, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs, leases
+}
+
 // TestGCJudgesHeartbeatsByTheServerClock: a step whose clock runs an hour
 // behind writes renewTime an hour in the past at every renewal. gc judges
 // by when the API server recorded the renewal, on the server's clock, so
@@ -159,10 +176,7 @@ func TestGCJudgesHeartbeatsByTheServerClock(t *testing.T) {
 	t.Parallel()
 	setup(t)
 	ns := namespace(t, "e2e-gc-skew")
-	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminClients(t)
 	name := craft(t, admin, ns, "skewed-step", rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning,
 		StartTime: &metav1.Time{Time: time.Now().Add(-2 * time.Hour)}})
 	job, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), name, metav1.GetOptions{})
@@ -178,14 +192,7 @@ func TestGCJudgesHeartbeatsByTheServerClock(t *testing.T) {
 	if _, err := admin.Kube.CoordinationV1().Leases(ns).Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := kuberay.ListRayJobs(t.Context(), admin.Ray, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := kuberay.ListLeases(t.Context(), admin.Kube, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs, leases := inventory(t, admin, ns)
 	now, err := kuberay.ServerNow(t.Context(), admin.Kube, ns)
 	if err != nil {
 		t.Fatal(err)
