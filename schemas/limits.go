@@ -181,6 +181,13 @@ func valueControl(s string, key bool) (rune, bool) {
 	return 0, false
 }
 
+// The problems valueControl finds, in the file's text (tree.go) and in
+// what overrides and substitutions bring in (checkControls) alike.
+const (
+	keyControlFormat   = "the key contains the control character %U, which is not allowed"
+	valueControlFormat = "contains the control character %U, which Ray and Kubernetes do not accept"
+)
+
 // checkControls reports the control characters in v's keys and string
 // values as decoding a file does: values may hold tab and newline, keys
 // nothing. It checks what --set put into the tree, which no decoder saw
@@ -191,7 +198,7 @@ func checkControls(file string, at positions, errs *ValidationErrors, v any, ptr
 		for k, child := range v {
 			p := ptr + "/" + escapeToken(k)
 			if r, bad := valueControl(k, true); bad {
-				errs.add(file, at, p, "the key contains the control character %U, which is not allowed", r)
+				errs.add(file, at, p, keyControlFormat, r)
 				continue
 			}
 			checkControls(file, at, errs, child, p)
@@ -202,7 +209,7 @@ func checkControls(file string, at positions, errs *ValidationErrors, v any, ptr
 		}
 	case string:
 		if r, bad := valueControl(v, false); bad {
-			errs.add(file, at, ptrOr(ptr), "contains the control character %U, which Ray and Kubernetes do not accept", r)
+			errs.add(file, at, ptrOr(ptr), valueControlFormat, r)
 		}
 	}
 }

@@ -168,7 +168,7 @@ func (d *treeDecoder) mapping(n *yaml.Node, ptr string) any {
 		child := ptr + "/" + escapeToken(k.Value)
 		if r, bad := valueControl(k.Value, true); bad {
 			d.pos[child] = pos{line: k.Line, column: k.Column}
-			d.errs.add(d.file, d.pos, child, "the key contains the control character %U, which is not allowed", r)
+			d.errs.add(d.file, d.pos, child, keyControlFormat, r)
 			continue
 		}
 		d.bytes += len(k.Value)
@@ -213,7 +213,7 @@ func (d *treeDecoder) spend(n *yaml.Node, ptr string) bool {
 
 func (d *treeDecoder) scalar(n *yaml.Node, ptr string) any {
 	if r, bad := valueControl(n.Value, false); bad {
-		d.errs.add(d.file, d.pos, ptr, "contains the control character %U, which Ray and Kubernetes do not accept", r)
+		d.errs.add(d.file, d.pos, ptr, valueControlFormat, r)
 		return nil
 	}
 	switch n.ShortTag() {
