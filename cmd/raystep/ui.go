@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -257,7 +258,7 @@ func (a *app) serve(ctx context.Context, addr string, h http.Handler) error {
 		return fmt.Errorf("ui: listen on %s: %w", addr, err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	fmt.Fprintf(a.stdout, "raystep ui: http://%s/\n", ln.Addr())
+	fmt.Fprintf(a.stdout, "raystep ui: http://%s/\n", shownAddr(ln.Addr()))
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {
@@ -270,4 +271,14 @@ func (a *app) serve(ctx context.Context, addr string, h http.Handler) error {
 	_ = hs.Shutdown(shutdown) // live streams end with ctx (BaseContext); Close what is left
 	_ = hs.Close()
 	return nil
+}
+
+// shownAddr is the address the UI's URL names: the listen address, or,
+// on every interface (0.0.0.0, ::), this machine's loopback with the port,
+// which a browser here can open.
+func shownAddr(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+	}
+	return addr.String()
 }
