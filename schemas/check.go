@@ -22,6 +22,7 @@ type checker struct {
 	file, dir string
 	pos       positions
 	errs      *ValidationErrors
+	warns     ValidationErrors
 	profile   *Profile
 	// partitions is the run the spec is loaded for; nil when unknown.
 	partitions *Partitions
@@ -29,6 +30,11 @@ type checker struct {
 
 func (c *checker) add(ptr, format string, args ...any) {
 	c.errs.add(c.file, c.pos, ptr, format, args...)
+}
+
+// warn records a problem that does not make the spec invalid.
+func (c *checker) warn(ptr, format string, args ...any) {
+	c.warns.add(c.file, c.pos, ptr, format, args...)
 }
 
 func (c *checker) spec(tree any) {
@@ -124,14 +130,20 @@ func (c *checker) image(img string, rayVersion any) {
 }
 
 // rayAuth refuses a Ray too old for the token authentication the profile
-// turns on.
+// asks for, and warns when the profile's default leaves it off for one.
 func (c *checker) rayAuth(rayVersion any) {
 	rv, ok := rayVersion.(string)
-	if !ok || !c.profile.Spec.RayAuth.Token() || !versionBelow(rv, MinTokenAuthRayVersion) {
+	if !ok || !versionBelow(rv, MinTokenAuthRayVersion) {
 		return
 	}
-	c.add("/spec/cluster/rayVersion", "Ray %s has no token authentication, which profile %s turns on (spec.rayAuth.mode: token): use rayVersion %s or newer",
-		rv, c.profile.Metadata.Name, MinTokenAuthRayVersion)
+	switch c.profile.Spec.RayAuth.Mode {
+	case RayAuthToken:
+		c.add("/spec/cluster/rayVersion", "Ray %s has no token authentication, which profile %s turns on (spec.rayAuth.mode: token): use rayVersion %s or newer",
+			rv, c.profile.Metadata.Name, MinTokenAuthRayVersion)
+	case RayAuthDefault:
+		c.warn("/spec/cluster/rayVersion", "warning: Ray %s has no token authentication: on KubeRay this cluster runs without it, "+
+			"and anything that reaches its head service can submit jobs (use rayVersion %s or newer)", rv, MinTokenAuthRayVersion)
+	}
 }
 
 // versionBelow reports whether the version a ("x.y.z") is older than b;

@@ -118,6 +118,10 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 		return nil, errs.orNil()
 	}
 	s, err := build(file, tree, profile)
+	if err == nil {
+		chk.warns.sort()
+		s.Warnings = chk.warns.Errors
+	}
 	if err == nil && opts.Partitions != nil {
 		s.Spec.applyPartitions(opts.Partitions)
 	}

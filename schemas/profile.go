@@ -125,8 +125,13 @@ func (i Interactive) TTLs() (def, limit time.Duration) {
 	return min(def, limit), limit
 }
 
-// RayAuthToken is the RayAuth mode that turns Ray's token authentication on.
-const RayAuthToken = "token"
+// The RayAuth modes a profile may name. Without one (RayAuthDefault),
+// token authentication is on for every cluster whose Ray has it.
+const (
+	RayAuthDefault  = ""
+	RayAuthToken    = "token"
+	RayAuthDisabled = "disabled"
+)
 
 // MinTokenAuthRayVersion is the oldest Ray release with token
 // authentication (KubeRay refuses authOptions for older ones).
@@ -135,12 +140,34 @@ const MinTokenAuthRayVersion = "2.52.0"
 // RayAuth is Ray's authentication on the clusters raystep creates.
 type RayAuth struct {
 	// Mode is "token" (every Ray container gets RAY_AUTH_MODE=token and
-	// RAY_AUTH_TOKEN from a Secret raystep creates) or "disabled" (empty).
+	// RAY_AUTH_TOKEN from a Secret raystep creates; a spec whose Ray is
+	// older than MinTokenAuthRayVersion is refused), "disabled", or empty:
+	// token authentication wherever the cluster's Ray has it.
 	Mode string `json:"mode,omitempty"`
 }
 
-// Token reports whether token authentication is on.
-func (a RayAuth) Token() bool { return a.Mode == RayAuthToken }
+// On reports whether a cluster of Ray rayVersion ("2.60.0") gets token
+// authentication.
+func (a RayAuth) On(rayVersion string) bool {
+	switch a.Mode {
+	case RayAuthToken:
+		return true
+	case RayAuthDisabled:
+		return false
+	}
+	return !versionBelow(rayVersion, MinTokenAuthRayVersion)
+}
+
+// Warnings are what validate says about the profile itself: token
+// authentication turned off.
+func (p *Profile) Warnings() []FieldError {
+	if p.Spec.RayAuth.Mode != RayAuthDisabled {
+		return nil
+	}
+	return []FieldError{{File: p.File, Pointer: "/spec/rayAuth/mode", Message: "warning: Ray's token authentication is off " +
+		"on every KubeRay cluster: anything that reaches a head service or a pod can submit jobs and read their logs " +
+		"(leave the mode out, or set token)"}}
+}
 
 // ImagePolicy says which container images specs may use.
 type ImagePolicy struct {

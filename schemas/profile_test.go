@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,25 +99,31 @@ func TestDefaultProfileMatchesSchema(t *testing.T) {
 	}
 }
 
-// TestRayAuthNeedsRay252: a profile that turns on token auth refuses a
-// spec whose Ray is older than 2.52.0, at the spec's rayVersion, and
-// takes 2.52.0 and newer.
+// TestRayAuthNeedsRay252: token auth is on by default wherever the
+// cluster's Ray has it (2.52.0 and newer); below that a spec still
+// validates, with a warning at its rayVersion. A profile that asks for
+// token auth refuses the older Ray instead; one that turns it off warns,
+// at its own field, and its specs say nothing.
 func TestRayAuthNeedsRay252(t *testing.T) {
 	t.Parallel()
-	profile, err := ParseProfile("auth.yaml", []byte(`apiVersion: raystep.dev/v1alpha1
+	profile := func(mode string) *Profile {
+		t.Helper()
+		line := ""
+		if mode != "" {
+			line = "  rayAuth: {mode: " + mode + "}\n"
+		}
+		p, err := ParseProfile("auth.yaml", []byte(`apiVersion: raystep.dev/v1alpha1
 kind: PlatformProfile
 metadata: {name: auth}
 spec:
   namespace: ml
   images: {allow: ["rayproject/ray:*"]}
   gpuTypes: {a100: {resourceName: nvidia.com/gpu, nodeSelector: {pool: a100}}}
-  rayAuth: {mode: token}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !profile.Spec.RayAuth.Token() {
-		t.Fatalf("rayAuth = %+v, want token", profile.Spec.RayAuth)
+`+line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 	spec := func(v string) []byte {
 		return []byte(`apiVersion: raystep.dev/v1alpha1
@@ -128,26 +135,65 @@ spec:
   cluster: {rayVersion: "` + v + `", image: "rayproject/ray:` + v + `", head: {cpus: 1, memory: 1Gi}}
 `)
 	}
+	const tooOld = `s.yaml: /spec/cluster/rayVersion: Ray %s has no token authentication, which profile auth turns on (spec.rayAuth.mode: token): use rayVersion 2.52.0 or newer`
+	const offBelow = `s.yaml: /spec/cluster/rayVersion: warning: Ray %s has no token authentication: on KubeRay this cluster runs without it, and anything that reaches its head service can submit jobs (use rayVersion 2.52.0 or newer)`
 	tests := []struct {
-		version, want string
+		mode, version, err, warning string
+		on                          bool
 	}{
-		{"2.51.9", `s.yaml: /spec/cluster/rayVersion: Ray 2.51.9 has no token authentication, which profile auth turns on (spec.rayAuth.mode: token): use rayVersion 2.52.0 or newer`},
-		{"1.60.0", `s.yaml: /spec/cluster/rayVersion: Ray 1.60.0 has no token authentication, which profile auth turns on (spec.rayAuth.mode: token): use rayVersion 2.52.0 or newer`},
-		{"2.52.0", ""},
-		{"2.60.0", ""},
-		{"3.0.0", ""},
+		{"token", "2.51.9", tooOld, "", true},
+		{"token", "1.60.0", tooOld, "", true},
+		{"token", "2.52.0", "", "", true},
+		{"token", "3.0.0", "", "", true},
+		{"", "2.51.9", "", offBelow, false},
+		{"", "1.60.0", "", offBelow, false},
+		{"", "2.52.0", "", "", true},
+		{"", "2.60.0", "", "", true},
+		{"", "10.0.0", "", "", true},
+		{"disabled", "2.51.9", "", "", false},
+		{"disabled", "2.60.0", "", "", false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.version, func(t *testing.T) {
-			_, err := Parse("s.yaml", spec(tt.version), LoadOptions{Profile: profile})
-			got := ""
-			if err != nil {
-				got = err.Error()
+		t.Run(tt.mode+"/"+tt.version, func(t *testing.T) {
+			p := profile(tt.mode)
+			if got := p.Spec.RayAuth.On(tt.version); got != tt.on {
+				t.Errorf("On(%s) = %v, want %v", tt.version, got, tt.on)
 			}
-			if got != tt.want {
-				t.Errorf("Parse = %q, want %q", got, tt.want)
+			s, err := Parse("s.yaml", spec(tt.version), LoadOptions{Profile: p})
+			if tt.err != "" {
+				if want := fmt.Sprintf(tt.err, tt.version); err == nil || err.Error() != want {
+					t.Errorf("Parse = %v, want %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			var got []string
+			for _, w := range s.Warnings {
+				got = append(got, w.Error())
+			}
+			var want []string
+			if tt.warning != "" {
+				want = []string{fmt.Sprintf(tt.warning, tt.version)}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
+	}
+	for mode, want := range map[string]string{
+		"":         "",
+		"token":    "",
+		"disabled": "auth.yaml: /spec/rayAuth/mode: warning: Ray's token authentication is off on every KubeRay cluster",
+	} {
+		var got string
+		for _, w := range profile(mode).Warnings() {
+			got += w.Error()
+		}
+		if !strings.HasPrefix(got, want) || (want == "") != (got == "") {
+			t.Errorf("profile with mode %q: Warnings() = %q, want it to start with %q", mode, got, want)
+		}
 	}
 	if _, err := ParseProfile("bad.yaml", []byte(`apiVersion: raystep.dev/v1alpha1
 kind: PlatformProfile

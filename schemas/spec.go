@@ -54,6 +54,9 @@ type Spec struct {
 	// ClusterFile is the run cluster file (RunCluster) Spec.Cluster came
 	// from; empty when it is the spec's own.
 	ClusterFile string
+	// Warnings are problems that leave the spec valid, as validate prints
+	// them ("FILE: /pointer: warning: ...").
+	Warnings []FieldError
 }
 
 // Metadata names a step and its owner.

@@ -31,8 +31,9 @@ func (a *app) renderCommand() *cobra.Command {
 		Long: `render validates the spec and prints the ray.io/v1 RayJob that
 "raystep run --backend kuberay" would create for it, byte for byte. The
 Dagster flags preview the name and labels a given step attempt gets. When
-the profile turns Ray's token authentication on (spec.rayAuth.mode:
-token), the Secret run creates for the token follows, without the token.
+the cluster gets Ray's token authentication (by default for Ray 2.52.0
+and newer; the profile's spec.rayAuth.mode), the Secret run creates for
+the token follows, without the token.
 The partition flags substitute the ${RAYSTEP_PARTITION_...} variables as
 a run for those partitions would; without them the variables stay as
 written.`,
@@ -76,6 +77,7 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if err != nil {
 		return err
 	}
+	a.warn(spec.Warnings)
 	if o.assetKey != "" {
 		o.identity.AssetKeys = []string{o.assetKey}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -156,7 +157,7 @@ func TestRenderUsesTheNamespacePrecedence(t *testing.T) {
 	var job struct {
 		Metadata struct{ Namespace string } `json:"metadata"`
 	}
-	if err := json.Unmarshal([]byte(out), &job); err != nil {
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&job); err != nil {
 		t.Fatalf("render output is not JSON: %v\n%s", err, out)
 	}
 	if job.Metadata.Namespace != "env-ns" {
@@ -178,7 +179,7 @@ func TestRenderNamesTheRayJobRunWould(t *testing.T) {
 	var job struct {
 		Metadata struct{ Name string } `json:"metadata"`
 	}
-	if err := json.Unmarshal([]byte(out), &job); err != nil {
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&job); err != nil {
 		t.Fatalf("render output is not JSON: %v\n%s", err, out)
 	}
 	spec, err := schemas.Load(train, schemas.LoadOptions{})

@@ -173,7 +173,7 @@ func TestRenderJSON(t *testing.T) {
 			} `json:"rayClusterSpec"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(out), &job); err != nil {
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&job); err != nil {
 		t.Fatalf("render output is not JSON: %v\n%s", err, out)
 	}
 	pod := job.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec

@@ -146,6 +146,11 @@ func (a *app) newBackend(o runOptions, spec *schemas.Spec, profile *schemas.Prof
 		ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
 			Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
 		step = resolveStep(step, placement{backend: name, namespace: ns})
+		if o.cluster == "" { // a borrowed cluster was made as it was
+			for _, w := range spec.Warnings {
+				step.Notices = append(step.Notices, w.Error())
+			}
+		}
 		return step, a.kuberayBackend(clients, kc, spec, profile), nil
 	default:
 		return runner.Step{}, nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", name)}

@@ -124,6 +124,7 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	a.warn(spec.Warnings)
 	clients, kc, err := a.kube("up")
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ that fits no node of it is an error.`,
 // files together.
 func (a *app) validate(ctx context.Context, files []string, opts schemas.LoadOptions) error {
 	all := &schemas.ValidationErrors{}
+	a.warn(opts.Profile.Warnings())
 	for _, f := range files {
 		spec, err := schemas.LoadContext(ctx, f, opts)
 		if err == nil {
@@ -71,9 +72,19 @@ func (a *app) validate(ctx context.Context, files []string, opts schemas.LoadOpt
 		default:
 			fmt.Fprintf(a.stdout, "%s: ok\n", f)
 		}
+		if spec != nil && err == nil {
+			a.warn(spec.Warnings)
+		}
 	}
 	if len(all.Errors) > 0 {
 		return all
 	}
 	return nil
+}
+
+// warn prints warnings on stderr, one per line, as errors are printed.
+func (a *app) warn(warnings []schemas.FieldError) {
+	for _, w := range warnings {
+		fmt.Fprintln(a.stderr, w.Error())
+	}
 }

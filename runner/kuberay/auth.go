@@ -19,7 +19,8 @@ import (
 	"github.com/raystep/raystep/runner"
 )
 
-// Ray's token authentication (profile spec.rayAuth.mode: token). Build
+// Ray's token authentication (schemas.RayAuth.On: the profile's
+// spec.rayAuth.mode, by default on for Ray 2.52.0 and newer). Build
 // sets the RayCluster's authOptions to mode token with secretName
 // AuthSecretName(step.ID); KubeRay then puts RAY_AUTH_MODE=token and
 // RAY_AUTH_TOKEN (from that Secret's key auth_token) into every Ray

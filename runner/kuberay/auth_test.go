@@ -21,28 +21,39 @@ import (
 	"github.com/raystep/raystep/schemas"
 )
 
+// withRayAuth returns a copy of profile with token auth mode mode.
+func withRayAuth(profile *schemas.Profile, mode string) *schemas.Profile {
+	p := *profile
+	p.Spec.RayAuth = schemas.RayAuth{Mode: mode}
+	return &p
+}
+
 // withTokenAuth returns a copy of profile that turns token auth on.
 func withTokenAuth(profile *schemas.Profile) *schemas.Profile {
-	p := *profile
-	p.Spec.RayAuth = schemas.RayAuth{Mode: schemas.RayAuthToken}
-	return &p
+	return withRayAuth(profile, schemas.RayAuthToken)
 }
 
 func TestBuildTokenAuth(t *testing.T) {
 	t.Parallel()
 	spec, profile := load(t, "../../examples/ads_ranking/train.yaml")
 	step := attempt(spec, identity)
+	on := &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(step.ID + "-ray-auth")}
+	old := *spec
+	old.Spec.Cluster.RayVersion = "2.51.0"
 	tests := []struct {
 		name    string
+		spec    *schemas.Spec
 		profile *schemas.Profile
 		want    *rayv1.AuthOptions
 	}{
-		{"off", profile, nil},
-		{"token", withTokenAuth(profile), &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(step.ID + "-ray-auth")}},
+		{"default", spec, withRayAuth(profile, schemas.RayAuthDefault), on},
+		{"default, Ray 2.51", &old, withRayAuth(profile, schemas.RayAuthDefault), nil},
+		{"disabled", spec, withRayAuth(profile, schemas.RayAuthDisabled), nil},
+		{"token", spec, withRayAuth(profile, schemas.RayAuthToken), on},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			job, err := Build(spec, tt.profile, step)
+			job, err := Build(tt.spec, tt.profile, step)
 			if err != nil {
 				t.Fatal(err)
 			}

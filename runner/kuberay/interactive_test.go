@@ -29,6 +29,7 @@ func TestBuildClusterIsAStepsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := job.Spec.RayClusterSpec.DeepCopy()
+	want.AuthOptions.SecretName = ptr(AuthSecretName(rc.Name)) // the cluster's own token
 	want.HeadGroupSpec.Template.Labels[LabelKind] = KindInteractive
 	for i := range want.WorkerGroupSpecs {
 		want.WorkerGroupSpecs[i].Template.Labels[LabelKind] = KindInteractive

@@ -161,7 +161,7 @@ func clusterSpec(spec *schemas.Spec, profile *schemas.Profile, podLabels map[str
 		cs.EnableInTreeAutoscaling = ptr(true)
 		cs.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(profile)}
 	}
-	if profile.Spec.RayAuth.Token() {
+	if profile.Spec.RayAuth.On(c.RayVersion) {
 		cs.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(secret)}
 	}
 	return cs, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -87,7 +88,7 @@ func TestBuildGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := Encode(job, format)
+				got, err := EncodeWithSecret(job, format)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -110,8 +111,9 @@ func TestBuildGolden(t *testing.T) {
 }
 
 // TestRenderedManifestsDecodeStrictly reads every golden manifest back into
-// KubeRay's RayJob type, failing on any field KubeRay does not know, and runs
-// the operator's own validation on the result.
+// KubeRay's RayJob type, and the token Secret that follows it into a
+// Secret, failing on any field either does not know, and runs the
+// operator's own validation on the RayJob.
 func TestRenderedManifestsDecodeStrictly(t *testing.T) {
 	t.Parallel()
 	goldens, err := filepath.Glob("testdata/*.rayjob.*")
@@ -126,17 +128,33 @@ func TestRenderedManifestsDecodeStrictly(t *testing.T) {
 				t.Fatal(err)
 			}
 			if strings.HasSuffix(golden, ".yaml") {
-				if data, err = yaml.YAMLToJSON(data); err != nil {
-					t.Fatal(err)
+				var docs []byte
+				for doc := range strings.SplitSeq(string(data), "\n---\n") {
+					j, err := yaml.YAMLToJSON([]byte(doc))
+					if err != nil {
+						t.Fatal(err)
+					}
+					docs = append(docs, j...)
 				}
+				data = docs
 			}
 			var job rayv1.RayJob
+			var secret corev1.Secret
 			dec := json.NewDecoder(bytes.NewReader(data))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&job); err != nil {
 				t.Fatalf("strict decode: %v", err)
 			}
 			checkOperatorRules(t, &job)
+			if err := dec.Decode(&secret); err != nil {
+				t.Fatalf("strict decode of the token Secret after the RayJob: %v", err)
+			}
+			if a := job.Spec.RayClusterSpec.AuthOptions; a == nil || a.SecretName == nil || *a.SecretName != secret.Name {
+				t.Errorf("authOptions %+v, want it to name the Secret %s", a, secret.Name)
+			}
+			if dec.More() {
+				t.Errorf("more than a RayJob and its Secret")
+			}
 		})
 	}
 }
