@@ -11,6 +11,11 @@
 // on the head that the job's environment names (JUPYTER_TOKEN_FILE), never
 // on a command line nor in the job's runtime_env, which the Jobs API, the
 // state API and the dashboard show to whoever reads the cluster's jobs.
+// On a head that shares this machine's file system (the local backend)
+// raystep writes that file itself (Starter.TokenFile); elsewhere the file
+// travels as the job's working_dir package, which Ray keeps in the
+// cluster's GCS and unpacks on the head, and the job then starts the
+// server in the home directory.
 //
 // This package owns the job and the wait until the server answers; where
 // the token is kept (a Secret, a file) and how 127.0.0.1 reaches the head
@@ -24,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -66,13 +73,23 @@ func NewServer(p schemas.NotebookProfile) (Server, error) {
 	return Server{Port: p.Port, App: p.App, Token: hex.EncodeToString(b[:])}, nil
 }
 
-// entrypoint is the notebook job's shell command.
-func entrypoint(s Server) string {
+// packagedToken is the token's file in the job's working_dir package.
+const packagedToken = "raystep-notebook-token"
+
+// entrypoint is the notebook job's shell command. With the token in the
+// job's working_dir package (packaged), the job starts in that package's
+// directory: the command names the file there, then serves the home
+// directory, where the server would have started without a package.
+func entrypoint(s Server, packaged bool) string {
 	module := "jupyterlab"
 	if s.App == schemas.NotebookServer {
 		module = "jupyter_server"
 	}
-	return fmt.Sprintf("python -m %s --no-browser --allow-root --ip=127.0.0.1 --port=%d --port-retries=0", module, s.Port)
+	cmd := fmt.Sprintf("python -m %s --no-browser --allow-root --ip=127.0.0.1 --port=%d --port-retries=0", module, s.Port)
+	if packaged {
+		cmd = `JUPYTER_TOKEN_FILE="$PWD/` + packagedToken + `"; export JUPYTER_TOKEN_FILE; cd; exec ` + cmd
+	}
+	return cmd
 }
 
 // Starter submits the notebook job of one cluster and waits until its
@@ -85,9 +102,9 @@ type Starter struct {
 	// Pip are the packages the job installs (the profile's).
 	Pip []string
 	// TokenFile is the file on the head that holds the token alone (see
-	// WriteToken); the job's environment names it. Empty passes the token
-	// itself in the environment (JUPYTER_TOKEN), which the Jobs API shows:
-	// only for a head that has no file of it.
+	// WriteToken); the job's environment names it. Empty: Start uploads
+	// the token as the job's working_dir package, for a head on another
+	// machine.
 	TokenFile string
 	// HTTP asks the server; nil means a client with a 5 s timeout.
 	HTTP *http.Client
@@ -116,20 +133,43 @@ func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
 			return false, fmt.Errorf("start the notebook: delete its ended job: %w", err)
 		}
 	}
-	vars := map[string]string{"JUPYTER_TOKEN_FILE": st.TokenFile}
-	if st.TokenFile == "" {
-		vars = map[string]string{"JUPYTER_TOKEN": s.Token}
+	env := map[string]any{}
+	if st.TokenFile != "" {
+		env["env_vars"] = map[string]string{"JUPYTER_TOKEN_FILE": st.TokenFile}
+	} else {
+		uri, err := st.uploadToken(ctx, s.Token)
+		if err != nil {
+			return false, err
+		}
+		env["working_dir"] = uri
 	}
-	env := map[string]any{"env_vars": vars}
 	if len(st.Pip) > 0 {
 		env["pip"] = st.Pip
 	}
-	_, err = st.Ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: entrypoint(s), SubmissionID: id, RuntimeEnv: env,
+	_, err = st.Ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: entrypoint(s, st.TokenFile == ""), SubmissionID: id, RuntimeEnv: env,
 		Metadata: map[string]string{"raystep.dev/kind": "notebook", "raystep.dev/cluster": st.Cluster}})
 	if err != nil {
 		return false, fmt.Errorf("start the notebook: %w", err)
 	}
 	return true, nil
+}
+
+// uploadToken uploads a package that holds token alone, in the file
+// entrypoint names, and returns its runtime_env URI.
+func (st *Starter) uploadToken(ctx context.Context, token string) (string, error) {
+	dir, err := os.MkdirTemp("", "raystep-notebook-*")
+	if err != nil {
+		return "", fmt.Errorf("start the notebook: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := WriteToken(filepath.Join(dir, packagedToken), token); err != nil {
+		return "", fmt.Errorf("start the notebook: %w", err)
+	}
+	uri, err := st.Ray.UploadWorkingDir(ctx, dir, raysubmit.PackageOptions{IgnoreGitignore: true})
+	if err != nil {
+		return "", fmt.Errorf("start the notebook: upload its token: %w", err)
+	}
+	return uri, nil
 }
 
 // Await waits until the server answers /api/status with its token at the

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,13 +49,16 @@ func freePort(t *testing.T) int {
 }
 
 // TestLaunchOnRealHead starts the notebook job on a real token-authenticated
-// local Ray head, as the local backend's up --notebook does, and checks the
-// server answers with its token (read from its file) and refuses without
-// it, that the token is nowhere in the job Ray shows; a second Launch
-// finds the job running and leaves it be.
+// local Ray head, JupyterLab with its token in a file on the head as the
+// local backend's up --notebook does, a bare server with its token in the
+// job's working_dir package as on KubeRay, and checks the server answers
+// with its token and refuses without it, that the token is nowhere in the
+// job Ray shows and the packaged one serves the home directory; a second
+// Start finds the job running and leaves it be.
 func TestLaunchOnRealHead(t *testing.T) {
 	head := tokenRay.Head(t)
 	for _, app := range []string{schemas.NotebookServer, schemas.NotebookLab} {
+		packaged := app == schemas.NotebookServer
 		t.Run(app, func(t *testing.T) {
 			p := schemas.NotebookProfile{Port: freePort(t), App: app}
 			s, err := notebook.NewServer(p)
@@ -68,17 +73,35 @@ func TestLaunchOnRealHead(t *testing.T) {
 			t.Cleanup(func() { _, _ = ray.Stop(context.Background(), notebook.SubmissionID(cluster)) })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			tokenFile := filepath.Join(t.TempDir(), "notebook-token")
-			if err := notebook.Launch(ctx, head.DashboardURL(), head.Token(), cluster, p, s, tokenFile); err != nil {
-				t.Fatal(err)
+			if packaged {
+				st := &notebook.Starter{Ray: ray, Cluster: cluster}
+				if _, err := st.Start(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+				loopback := "http://127.0.0.1:" + itoa(s.Port)
+				if err := st.Await(ctx, func(context.Context) (string, error) { return loopback, nil }, s); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tokenFile := filepath.Join(t.TempDir(), "notebook-token")
+				if err := notebook.Launch(ctx, head.DashboardURL(), head.Token(), cluster, p, s, tokenFile); err != nil {
+					t.Fatal(err)
+				}
 			}
 			job, err := ray.Get(ctx, notebook.SubmissionID(cluster))
 			if err != nil {
 				t.Fatal(err)
 			}
 			shown, _ := json.Marshal(job)
-			if strings.Contains(string(shown), s.Token) || !strings.Contains(string(shown), "JUPYTER_TOKEN_FILE") {
-				t.Errorf("the notebook job as the Jobs API shows it carries its token or lacks JUPYTER_TOKEN_FILE:\n%s", shown)
+			wants := map[bool]string{false: `"JUPYTER_TOKEN_FILE"`, true: `"working_dir":"gcs://_ray_pkg_`}[packaged]
+			if strings.Contains(string(shown), s.Token) || !strings.Contains(string(shown), wants) {
+				t.Errorf("the notebook job as the Jobs API shows it carries its token or lacks %s:\n%s", wants, shown)
+			}
+			if packaged { // the server does not serve the package's directory
+				names, err := rootListing(ctx, s)
+				if err != nil || slices.Contains(names, "raystep-notebook-token") {
+					t.Errorf("the notebook's root holds %v (%v), want the home directory, not the token's", names, err)
+				}
 			}
 			base := s.URL("http://127.0.0.1:" + itoa(s.Port))
 			t.Logf("notebook at %s", base)
@@ -164,3 +187,29 @@ func TestFile(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// rootListing returns the names of the files the server at its port on
+// the loopback serves at its root (Jupyter's contents API).
+func rootListing(ctx context.Context, s notebook.Server) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+itoa(s.Port)+"/api/contents", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "token "+s.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var dir struct {
+		Content []struct{ Name string } `json:"content"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&dir); err != nil {
+		return nil, fmt.Errorf("GET /api/contents: %s: %w", resp.Status, err)
+	}
+	var names []string
+	for _, c := range dir.Content {
+		names = append(names, c.Name)
+	}
+	return names, nil
+}

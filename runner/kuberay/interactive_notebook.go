@@ -20,8 +20,9 @@ import (
 // The notebook of an interactive cluster (`up --notebook`) keeps its port,
 // app and token in the Secret NotebookSecretName(cluster), owned by the
 // RayCluster, so the garbage collector deletes it with the cluster and
-// `raystep notebook NAME` finds it again. raystep's Role needs create and
-// get on secrets for it.
+// `raystep notebook NAME` finds it again. up keeps a copy on the machine
+// it ran on (KeepDir), which raystep reads first: a person needs create
+// on secrets for it, and get only to reach the notebook from elsewhere.
 const (
 	notebookTokenKey = "token"
 	notebookPortKey  = "port"
@@ -78,7 +79,7 @@ func (i *Interactive) KeepNotebook(ctx context.Context, rc *rayv1.RayCluster, s 
 	case apierrors.IsAlreadyExists(err):
 		return i.ReadNotebook(ctx, rc)
 	case refused(err):
-		return s, fmt.Errorf("create notebook Secret %s/%s: %w (raystep's Role needs create and get on secrets)", rc.Namespace, name, err)
+		return s, fmt.Errorf("create notebook Secret %s/%s: %w (raystep's Role needs create on secrets)", rc.Namespace, name, err)
 	case err != nil:
 		return s, fmt.Errorf("create notebook Secret %s/%s: %w", rc.Namespace, name, err)
 	}

@@ -202,6 +202,20 @@ func TestNotebookAndDashboard(t *testing.T) {
 	if token == "" {
 		t.Errorf("notebook URL %s has no token", nb.url)
 	}
+	// The token reached the head in the job's working_dir package: the job
+	// as the Jobs API shows it to anyone who reads the cluster's jobs
+	// holds no token.
+	ray, err := raysubmit.New(raysubmit.Config{BaseURL: shared.head.DashboardURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := ray.Get(t.Context(), notebook.SubmissionID(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown, _ := json.Marshal(job); token != "" && strings.Contains(string(shown), token) {
+		t.Errorf("the notebook job as the Jobs API shows it carries its token:\n%s", shown)
+	}
 	nb.stop(t, syscall.SIGINT)
 
 	d := startHolder(t, env, "dashboard", "-n", ns, name)
