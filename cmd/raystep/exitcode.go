@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"os"
 	"syscall"
 
@@ -23,6 +25,31 @@ const (
 	exitSIGINT         = 130 // cancelled by SIGINT, after teardown
 	exitSIGTERM        = 143 // cancelled by SIGTERM, after teardown
 )
+
+// exitCodes says what each exit code but 0 means, in the words run's help
+// prints and the Dagster resource's EXIT_CODES repeats (a test keeps the
+// two equal).
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitJobFailed, "the Ray job FAILED or was STOPPED"},
+	{exitUsage, "bad usage or an invalid spec; nothing was created"},
+	{exitInfrastructure, "infrastructure failure (cluster, dashboard, provisioning or deadline)"},
+	{exitSIGHUP, "cancelled by SIGHUP, after teardown"},
+	{exitSIGINT, "cancelled by SIGINT, after teardown"},
+	{exitSIGTERM, "cancelled by SIGTERM, after teardown"},
+}
+
+// exitCodesHelp is exitCodes as a paragraph of help text.
+func exitCodesHelp() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n  0    the Ray job SUCCEEDED (or the command did its work)")
+	for _, c := range exitCodes {
+		fmt.Fprintf(&b, "\n  %-4d %s", c.code, c.meaning)
+	}
+	return b.String()
+}
 
 // signalError is the cause main gives the context when a signal arrives.
 type signalError struct{ sig os.Signal }

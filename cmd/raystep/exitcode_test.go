@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -117,4 +120,43 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestExitCodesMatchTheDagsterResource: the Dagster resource's EXIT_CODES
+// (dagster_integration/dagster_raystep/resource.py), which turns raystep's
+// exit code into the words a failed Dagster step shows, holds exactly
+// the codes and meanings of exitCodes, and every code exitCode returns
+// is in it.
+func TestExitCodesMatchTheDagsterResource(t *testing.T) {
+	t.Parallel()
+	const file = "../../dagster_integration/dagster_raystep/resource.py"
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)\nEXIT_CODES: Mapping\[int, str\] = \{\n(.*?)\n\}`).FindSubmatch(src)
+	if block == nil {
+		t.Fatalf("%s: no EXIT_CODES table", file)
+	}
+	py := map[int]string{}
+	for _, line := range strings.Split(string(block[1]), "\n") {
+		m := regexp.MustCompile(`^    (\d+): "([^"]*)",$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("%s: EXIT_CODES line %q is not `    CODE: \"MEANING\",`", file, line)
+		}
+		code, _ := strconv.Atoi(m[1])
+		py[code] = m[2]
+	}
+	goTable := map[int]string{}
+	for _, c := range exitCodes {
+		goTable[c.code] = c.meaning
+	}
+	if diff := cmp.Diff(goTable, py); diff != "" {
+		t.Errorf("EXIT_CODES in %s differs from exitCodes (-go +python):\n%s", file, diff)
+	}
+	for _, code := range []int{exitJobFailed, exitUsage, exitInfrastructure, exitSIGHUP, exitSIGINT, exitSIGTERM} {
+		if _, ok := goTable[code]; !ok {
+			t.Errorf("exit code %d has no meaning in exitCodes", code)
+		}
+	}
 }

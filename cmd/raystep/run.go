@@ -79,12 +79,11 @@ warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
 3m) without an answer it fails the step (exit 3), stopping the job if the
 dashboard lets it; a private head ends the job with the head.
 
-Exit codes: 0 the Ray job SUCCEEDED; 1 it FAILED or was STOPPED; 2 bad usage
-or invalid spec (nothing was started); 3 infrastructure failure; 130/143/129
-cancelled by SIGINT/SIGTERM/SIGHUP after teardown. A second signal stops
-waiting for the teardown. On the local backend a SIGKILLed run leaves
-nothing behind either: the private head's keeper sees raystep gone and
-kills every process of the head and the job.`,
+A second signal stops waiting for the teardown. On the local backend a
+SIGKILLed run leaves nothing behind either: the private head's keeper sees
+raystep gone and kills every process of the head and the job.
+
+` + exitCodesHelp(),
 		Example: `  raystep run -f examples/ads_ranking/train.yaml
   RAY_ADDRESS=http://127.0.0.1:8265 raystep run -f train.yaml --set spec.timeouts.run=10m`,
 		Args: cobra.NoArgs,
