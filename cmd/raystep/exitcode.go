@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/raystep/raystep/notebook"
