@@ -164,16 +164,23 @@ func (a *app) hold(ctx context.Context, fwd *kuberay.HeadForward, what string) e
 // tokenHint says on stderr where the Ray token of a token-authenticated
 // cluster is.
 func (a *app) tokenHint(i *kuberay.Interactive, rc *rayv1.RayCluster) {
+	if export := rayTokenExport(i, rc); export != "" {
+		fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: %s\n", export)
+	}
+}
+
+// rayTokenExport is the shell command that gives Ray's tools the token of
+// rc: the copy up kept on this machine (its file, readable by the user
+// only), else the Secret, for whoever may read it; "" without token auth.
+func rayTokenExport(i *kuberay.Interactive, rc *rayv1.RayCluster) string {
 	if rc.Spec.AuthOptions == nil || rc.Spec.AuthOptions.Mode != rayv1.AuthModeToken || rc.Spec.AuthOptions.SecretName == nil {
-		return
+		return ""
 	}
 	if kept := i.KeptPath(rc, kuberay.KeptRayToken); kept != "" {
-		fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: export RAY_AUTH_TOKEN=$(cat %s)\n", kept)
-		return
+		return "export RAY_AUTH_TOKEN_PATH=" + shellQuote(kept)
 	}
-	s := *rc.Spec.AuthOptions.SecretName
-	fmt.Fprintf(a.stderr, "the dashboard asks for the Ray token: export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
-		rc.Namespace, s, kuberay.AuthTokenKey)
+	return fmt.Sprintf("export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)",
+		rc.Namespace, *rc.Spec.AuthOptions.SecretName, kuberay.AuthTokenKey)
 }
 
 // reachLocal reports whether dashboard or notebook is on the local
@@ -191,4 +198,16 @@ func (a *app) reachLocal(cmd *cobra.Command, what string, o reachOptions, name s
 		}
 	}
 	return true, nil
+}
+
+// shellQuote returns s as one word of a POSIX shell: as it is when it
+// holds only characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	plain := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%,=", r))
+	}) < 0
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

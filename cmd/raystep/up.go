@@ -152,7 +152,7 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 		}
 		return err
 	}
-	if err := a.printUp(clients.InCluster && kc.InCluster, upped, ttl); err != nil || !o.notebook {
+	if err := a.printUp(i, clients.InCluster && kc.InCluster, upped, ttl); err != nil || !o.notebook {
 		return err
 	}
 	return a.upNotebook(ctx, a.reachedUp(i, clients, kc, upped.Cluster), profile)
@@ -229,7 +229,7 @@ func (a *app) notices() kuberay.Notify {
 
 // printUp tells the user the ready cluster's name, dashboard and how to
 // use it, on stdout.
-func (a *app) printUp(inCluster bool, upped kuberay.Upped, ttl time.Duration) error {
+func (a *app) printUp(i *kuberay.Interactive, inCluster bool, upped kuberay.Upped, ttl time.Duration) error {
 	rc := upped.Cluster
 	w := a.stdout
 	url := a.cfg.DashboardURL
@@ -243,9 +243,8 @@ func (a *app) printUp(inCluster bool, upped kuberay.Upped, ttl time.Duration) er
 			rc.Namespace, headService(rc), 8265, 8265, 8265)
 	}
 	fmt.Fprintf(w, "Use it:\n  RAY_ADDRESS=%s ray job submit --working-dir . -- python train.py\n", url)
-	if upped.Secret != "" {
-		fmt.Fprintf(w, "  with RAY_AUTH_TOKEN from Secret %s/%s (key %s):\n    export RAY_AUTH_TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
-			rc.Namespace, upped.Secret, kuberay.AuthTokenKey, rc.Namespace, upped.Secret, kuberay.AuthTokenKey)
+	if export := rayTokenExport(i, rc); export != "" {
+		fmt.Fprintf(w, "  with the cluster's Ray token (Secret %s/%s):\n    %s\n", rc.Namespace, upped.Secret, export)
 	}
 	printRunHint(w, rc)
 	fmt.Fprintf(w, "Delete it: raystep down %s -n %s (raystep gc deletes it once it expired)\n", rc.Name, rc.Namespace)

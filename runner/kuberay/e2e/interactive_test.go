@@ -33,7 +33,9 @@ func interactiveEnv(t *testing.T, more ...string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+	// A state dir of the test's own: up keeps the tokens it makes there,
+	// not in the state dir of whoever runs the tests.
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "XDG_STATE_HOME=" + t.TempDir(),
 		"KUBECONFIG=" + shared.k8s.KubeConfigPath, "RAYSTEP_BACKEND=kuberay", "RAYSTEP_PROFILE=" + profile}, more...)
 }
 

@@ -4,15 +4,19 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/runner/kuberay"
 )
@@ -140,15 +144,16 @@ const personName = "alice-dev"
 
 // upAsAdmin brings up personName in ns as the admin (with --notebook
 // when notebook), for an action that needs it, and deletes it after the
-// test.
-func upAsAdmin(t *testing.T, ns string, notebook bool) {
+// test. more holds the state dir the person shares (XDG_STATE_HOME=):
+// up keeps the cluster's tokens there, as on the person's own machine.
+func upAsAdmin(t *testing.T, ns string, notebook bool, more ...string) {
 	t.Helper()
 	args := []string{"up", "-n", ns, "--name", personName, "--owner", "alice", "--ttl", "1h"}
 	if notebook {
 		args = append(args, "--notebook")
 	}
 	t.Cleanup(func() { clearNamespace(t, ns) })
-	mustRaystep(t, append(interactiveEnv(t), "RAYSTEP_PROFILE="+notebookProfile(t)), args...)
+	mustRaystep(t, append(append(interactiveEnv(t), "RAYSTEP_PROFILE="+notebookProfile(t)), more...), args...)
 }
 
 // personAction is one raystep command as the engineer.
@@ -165,8 +170,9 @@ func (a personAction) String() string { return strings.Join(a.args, " ") }
 
 func (a personAction) do(t *testing.T, ns string, notify kuberay.Notify) error {
 	t.Cleanup(func() { clearNamespace(t, ns) })
+	state := "XDG_STATE_HOME=" + t.TempDir()
 	if a.cluster {
-		upAsAdmin(t, ns, false)
+		upAsAdmin(t, ns, false, state)
 	}
 	args := make([]string, len(a.args))
 	for i, s := range a.args {
@@ -174,7 +180,7 @@ func (a personAction) do(t *testing.T, ns string, notify kuberay.Notify) error {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // dashboard and notebook hold on success
 	defer cancel()
-	return outcomeErr(raystepCtx(ctx, t, personEnv(t, a.env...), args...), notify)
+	return outcomeErr(raystepCtx(ctx, t, personEnv(t, append(a.env, state)...), args...), notify)
 }
 
 // The people actions: each command a person runs, on personName where
@@ -270,6 +276,9 @@ func (a lifecycleAction) do(t *testing.T, ns string, notify kuberay.Notify) erro
 		if err := outcomeErr(o, notify); err != nil {
 			return fmt.Errorf("raystep %s: %w", strings.Join(args, " "), err)
 		}
+		if args[0] == "up" {
+			checkTokenHint(t, ns, name, o.stdout)
+		}
 	}
 	nothingLeft(t, ns)
 	return nil
@@ -309,4 +318,31 @@ func holdThenInterrupt(t *testing.T, env []string, args ...string) outcome {
 	o := outcome{code: cmd.ProcessState.ExitCode(), stdout: url, stderr: stderr.String()}
 	t.Logf("raystep %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), o.code, o.stdout, o.stderr)
 	return o
+}
+
+// checkTokenHint: up's output tells the person how to give Ray's tools
+// the cluster's token without reading the Secret, which they may not:
+// RAY_AUTH_TOKEN_PATH names a file of theirs holding the Secret's token.
+func checkTokenHint(t *testing.T, ns, name, stdout string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^    export RAY_AUTH_TOKEN_PATH=(\S+)$`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Errorf("up printed no RAY_AUTH_TOKEN_PATH to export:\n%s", stdout)
+		return
+	}
+	kept, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Errorf("the token file up names: %v", err)
+		return
+	}
+	var secret corev1.Secret
+	if err := shared.k8s.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: kuberay.AuthSecretName(name)}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if string(kept) != string(secret.Data[kuberay.AuthTokenKey]) || len(kept) == 0 {
+		t.Errorf("%s holds another token than Secret %s/%s", m[1], ns, kuberay.AuthSecretName(name))
+	}
+	if st, err := os.Stat(m[1]); err == nil && st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", m[1], st.Mode().Perm())
+	}
 }

@@ -114,7 +114,7 @@ func newDagsterStep(t *testing.T, bin, ns string, set ...string) *dagsterStep {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+	s.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "XDG_STATE_HOME=" + t.TempDir(),
 		"KUBECONFIG=" + shared.k8s.KubeConfigPath, "RAYSTEP_BACKEND=kuberay", "RAYSTEP_PROFILE=" + profile,
 		"RAYSTEP_DASHBOARD_URL=" + shared.head.DashboardURL()}
 	for k, v := range boot {
