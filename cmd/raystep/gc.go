@@ -1,13 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
@@ -61,28 +60,6 @@ the local clusters only; with --namespace, at that namespace only.`,
 	return cmd
 }
 
-// serverNow is the clock gc judges RayJobs and their heartbeats by: the
-// API server's (kuberay.ServerNow), in ns or the namespace of a Lease,
-// when there is a Lease to judge; else, or when the server's clock cannot
-// be read, this machine's (now), said on stderr.
-func (a *app) serverNow(cmd *cobra.Command, clients *kuberay.Clients, ns string, leases map[string]*coordinationv1.Lease, now time.Time) time.Time {
-	if len(leases) == 0 {
-		return now
-	}
-	if ns == "" {
-		for _, l := range leases {
-			ns = l.Namespace
-			break
-		}
-	}
-	t, err := kuberay.ServerNow(cmd.Context(), clients.Kube, ns)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "gc: heartbeats judged by this machine's clock: %v\n", err)
-		return now
-	}
-	return t
-}
-
 func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.olderThan < 0 {
 		return &usageError{fmt.Errorf("gc: --older-than %s: must not be negative", o.olderThan)}
@@ -90,36 +67,14 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.heartbeatGrace <= 0 {
 		return &usageError{fmt.Errorf("gc: --heartbeat-grace %s: must be positive", o.heartbeatGrace)}
 	}
-	clients, ns, jobs, err := a.rayJobs(cmd, "gc", o.namespace, o.allNamespaces)
-	if a.skipKube(err) && o.namespace == "" {
-		return a.gcLocal(cmd, o.dryRun, o.now())
-	}
+	scope, err := fleetScope("gc", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
-	leases, err := kuberay.ListLeases(cmd.Context(), clients.Kube, ns)
+	fleets, err := a.fleets(cmd, "gc")
 	if err != nil {
 		return err
 	}
-	clusters, err := kuberay.ListClusters(cmd.Context(), clients.Ray, ns)
-	if err != nil {
-		return err
-	}
-	now, judge := o.now(), kuberay.JudgeOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace}
-	kubeNow := a.serverNow(cmd, clients, ns, leases, now)
-	verdicts := append(kuberay.JudgeAll(jobs, leases, kubeNow, judge), kuberay.JudgeClusters(clusters, kubeNow, judge)...)
-	err = kuberay.Collect(cmd.Context(), clients.Ray, verdicts, o.dryRun, func(r kuberay.Result) {
-		if r.Action == kuberay.Failed {
-			return // in the error gc returns
-		}
-		line := fmt.Sprintf("%s %s: %s", r.Action, r.Object(), r.Reason)
-		if r.Note != "" {
-			line += "; not deleted: " + r.Note
-		}
-		fmt.Fprintln(a.stdout, line)
-	})
-	if o.namespace != "" {
-		return err // local clusters have no namespace
-	}
-	return errors.Join(err, a.gcLocal(cmd, o.dryRun, now))
+	return fleet.GC(cmd.Context(), fleets, scope, fleet.GCOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace,
+		DryRun: o.dryRun, Now: o.now()}, func(line string) { fmt.Fprintln(a.stdout, line) })
 }

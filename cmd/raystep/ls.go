@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/spf13/cobra"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
 )
@@ -48,77 +51,82 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 	if o.output != "" && o.output != "wide" && o.output != "json" {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
-	rows, err := a.kubeRows(cmd, o)
+	scope, err := fleetScope("ls", o.namespace, o.allNamespaces)
 	if err != nil {
 		return err
 	}
-	var mine []local.Interactive
-	var steps []local.StepRecord
-	if o.namespace == "" { // local clusters have no namespace
-		if _, mine, err = a.recordedClusters(); err != nil {
-			return err
-		}
-		if steps, err = a.localSteps(); err != nil {
-			return err
-		}
+	fleets, err := a.fleets(cmd, "ls")
+	if err != nil {
+		return err
 	}
-	for _, st := range steps {
-		rows = append(rows, summarizeLocalStep(st))
-	}
-	for _, in := range mine {
-		rows = append(rows, summarizeLocal(in))
+	rows, err := fleet.List(cmd.Context(), fleets, scope)
+	if err != nil {
+		return err
 	}
 	if o.output == "json" {
-		return kuberay.WriteJSON(a.stdout, rows)
+		return fleet.WriteJSON(a.stdout, rows)
 	}
-	return kuberay.WriteTable(a.stdout, rows, kuberay.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
+	return fleet.WriteTable(a.stdout, rows, fleet.TableOptions{AllNamespaces: o.allNamespaces, Wide: o.output == "wide", Now: o.now()})
 }
 
-// kubeRows are ls's rows from Kubernetes: steps' RayJobs, then
-// interactive RayClusters; none when nothing points at Kubernetes
-// (skipKube) and no --namespace asks for it.
-func (a *app) kubeRows(cmd *cobra.Command, o lsOptions) ([]kuberay.Summary, error) {
-	clients, ns, jobs, err := a.rayJobs(cmd, "ls", o.namespace, o.allNamespaces)
-	if a.skipKube(err) && o.namespace == "" {
-		return nil, nil
+// fleetScope is where ls, gc and ui look: --namespace, or -A.
+func fleetScope(name, namespace string, all bool) (fleet.Scope, error) {
+	if all && namespace != "" {
+		return fleet.Scope{}, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
 	}
+	return fleet.Scope{Namespace: namespace, All: all}, nil
+}
+
+// fleets are the backends' clusters as ls and gc ask them, in the order
+// they list them: Kubernetes's, then this machine's. Tests replace it
+// (app.newFleets).
+func (a *app) fleets(cmd *cobra.Command, name string) ([]fleet.Fleet, error) {
+	if a.newFleets != nil {
+		return a.newFleets(cmd, name)
+	}
+	mine, err := a.localFleet()
 	if err != nil {
 		return nil, err
 	}
-	clusters, err := kuberay.ListClusters(cmd.Context(), clients.Ray, ns)
-	if err != nil {
-		return nil, err
-	}
-	rows := make([]kuberay.Summary, 0, len(jobs)+len(clusters))
-	for i := range jobs {
-		rows = append(rows, kuberay.Summarize(&jobs[i]))
-	}
-	for i := range clusters {
-		rows = append(rows, kuberay.SummarizeCluster(&clusters[i]))
-	}
-	return rows, nil
+	return []fleet.Fleet{a.kubeFleet(cmd, name, nil), mine}, nil
 }
 
-// rayJobs connects and lists raystep's RayJobs for ls and gc: in every
-// namespace with all, else in the flag's, $RAYSTEP_NAMESPACE, the
-// profile's or the kubeconfig's namespace, in that order. It returns the
-// namespace it listed ("" for all).
-func (a *app) rayJobs(cmd *cobra.Command, name, flag string, all bool) (*kuberay.Clients, string, []rayv1.RayJob, error) {
-	if all && flag != "" {
-		return nil, "", nil, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
+// kubeFleet is raystep's clusters on Kubernetes, for the command name;
+// kc, if not nil, receives the Kubernetes settings once connected.
+func (a *app) kubeFleet(cmd *cobra.Command, name string, kc **kubeConfig) *kuberay.Fleet {
+	return &kuberay.Fleet{
+		Connect: func() (*kuberay.Clients, error) {
+			c, k, err := a.kube(name)
+			if kc != nil {
+				*kc = k
+			}
+			return c, err
+		},
+		Required: a.cfg.Backend == "kuberay",
+		Namespace: func(kubeconfig string) (string, error) {
+			profile, err := a.profile(cmd)
+			if err != nil {
+				return "", err
+			}
+			return kuberay.ResolveNamespace(kuberay.Namespaces{Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: kubeconfig}), nil
+		},
+		Warn: func(msg string) { fmt.Fprintf(a.stderr, "%s: %s\n", name, msg) },
 	}
-	clients, _, err := a.kube(name)
+}
+
+// localFleet is this machine's private heads: none recorded when there is
+// no state dir, where no up or step can have recorded one.
+func (a *app) localFleet() (*local.Fleet, error) {
+	dir, err := a.localStateDir()
 	if err != nil {
-		return nil, "", nil, err
+		return &local.Fleet{}, nil
 	}
-	ns := ""
-	if !all {
-		profile, err := a.profile(cmd)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		ns = kuberay.ResolveNamespace(kuberay.Namespaces{Flag: flag, Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
+	f := &local.Fleet{StepsDir: local.StepsDir(dir)}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return f, nil
 	}
-	jobs, err := kuberay.ListRayJobs(cmd.Context(), clients.Ray, ns)
-	return clients, ns, jobs, err
+	if f.Clusters, err = a.localClusters(); err != nil {
+		return nil, err
+	}
+	return f, nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/internal/quickstart"
 	"github.com/raystep/raystep/schemas"
 )
@@ -35,6 +36,9 @@ type app struct {
 	version string
 	// logFormat is run's --log-format; empty means RAYSTEP_LOG_FORMAT.
 	logFormat string
+	// newFleets, when set, replaces the backends ls and gc ask (fleets):
+	// tests give fakes.
+	newFleets func(cmd *cobra.Command, name string) ([]fleet.Fleet, error)
 }
 
 // run is raystep's whole life after main: it parses args, runs one command

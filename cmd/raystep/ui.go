@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
 )
@@ -148,20 +149,13 @@ type uiKube struct {
 // cover; none when nothing points at Kubernetes (as for ls) and no
 // --namespace asks for it.
 func (a *app) watchKube(cmd *cobra.Command, o uiOptions, store *ui.Store) (uiKube, error) {
-	clients, kc, err := a.kube("ui")
-	if a.skipKube(err) && o.namespace == "" {
+	var kc *kubeConfig
+	clients, ns, err := a.kubeFleet(cmd, "ui", &kc).Reach(fleet.Scope{Namespace: o.namespace, All: o.allNamespaces})
+	if errors.Is(err, fleet.ErrNotHere) {
 		return uiKube{}, nil
 	}
 	if err != nil {
 		return uiKube{}, err
-	}
-	ns := ""
-	if !o.allNamespaces {
-		profile, err := a.profile(cmd)
-		if err != nil {
-			return uiKube{}, err
-		}
-		ns = kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
 	}
 	if err := store.Watch(cmd.Context(), clients.Kube, clients.Ray, ns); err != nil {
 		return uiKube{}, fmt.Errorf("ui: %w", err)
@@ -178,20 +172,17 @@ const localRefresh = 5 * time.Second
 
 // syncLocal puts the local heads recorded on this machine in the store.
 func (a *app) syncLocal(store *ui.Store) error {
-	_, mine, err := a.recordedClusters()
+	mine, err := a.localFleet()
 	if err != nil {
 		return fmt.Errorf("ui: read the local heads: %w", err)
 	}
-	records := make([]*ui.Record, len(mine))
-	for i, in := range mine {
-		records[i] = &ui.Record{Summary: summarizeLocal(in)}
-	}
-	steps, err := a.localSteps()
+	rows, err := mine.List(context.Background(), fleet.Scope{})
 	if err != nil {
-		return fmt.Errorf("ui: read the local steps: %w", err)
+		return fmt.Errorf("ui: read the local heads and steps: %w", err)
 	}
-	for _, st := range steps {
-		records = append(records, &ui.Record{Summary: summarizeLocalStep(st), Asset: st.Asset})
+	records := make([]*ui.Record, len(rows))
+	for i, r := range rows {
+		records[i] = &ui.Record{Record: r}
 	}
 	store.SetLocal(records)
 	return nil

@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 )
 
 // uiHeads is how raystep ui reaches the dashboards of the clusters it
@@ -34,7 +36,7 @@ func (a *app) uiHeads(clients *kuberay.Clients, kc *kubeConfig) (ui.Reach, *ui.K
 			h.Headers = headers
 			return h, err
 		}
-		if r.ClusterKind == kuberay.ClusterKindStep {
+		if r.ClusterKind == fleet.KindStep {
 			return a.reachLocalStep(r.Name)
 		}
 		in, err := a.runningLocal("ui", r.Name)
@@ -51,9 +53,15 @@ func (a *app) uiHeads(clients *kuberay.Clients, kc *kubeConfig) (ui.Reach, *ui.K
 
 // reachLocalStep reaches the private head of the running local step id.
 func (a *app) reachLocalStep(id string) (ui.Head, error) {
-	steps, err := a.localSteps()
+	mine, err := a.localFleet()
 	if err != nil {
 		return ui.Head{}, err
+	}
+	var steps []local.StepRecord
+	if mine.StepsDir != "" {
+		if steps, err = local.ListSteps(mine.StepsDir); err != nil {
+			return ui.Head{}, err
+		}
 	}
 	for _, st := range steps {
 		if st.ID != id {

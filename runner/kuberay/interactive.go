@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
@@ -28,7 +29,7 @@ import (
 // Nothing deletes it but `raystep down` and, once it expired, `raystep gc`.
 const (
 	// KindInteractive is the raystep.dev/kind label of interactive clusters.
-	KindInteractive = "interactive"
+	KindInteractive = fleet.KindInteractive
 	// AnnotationExpires is when an interactive cluster expires, in RFC 3339.
 	AnnotationExpires = "raystep.dev/expires-at"
 )

@@ -9,6 +9,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/raystep/raystep/fleet"
 )
 
 // ListClusters returns raystep's interactive RayClusters (labels
@@ -33,9 +35,9 @@ func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string
 const ClusterSelector = LabelManagedBy + "=" + ManagedByRaystep + "," + LabelKind + " in (" + KindInteractive + "," + KindRun + ")"
 
 // SummarizeCluster describes the interactive cluster rc for `raystep ls`.
-func SummarizeCluster(rc *rayv1.RayCluster) Summary {
-	s := Summary{
-		Namespace: rc.Namespace, Name: rc.Name, ClusterKind: rc.Labels[LabelKind],
+func SummarizeCluster(rc *rayv1.RayCluster) fleet.Record {
+	s := fleet.Record{
+		Backend: fleet.BackendKubeRay, Namespace: rc.Namespace, Name: rc.Name, ClusterKind: rc.Labels[LabelKind],
 		Owner: rc.Labels[LabelOwner], Kind: rc.Labels[LabelKind], GPUs: rc.Annotations[AnnotationGPUs],
 		Deployment: string(rc.Status.State), Created: rc.CreationTimestamp.UTC(),
 		Dashboard: ClusterDashboardURL(rc), RayCluster: rc.Name, Reason: rc.Status.Reason,

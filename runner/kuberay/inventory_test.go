@@ -11,6 +11,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/raystep/raystep/fleet"
 )
 
 func TestListOutputGolden(t *testing.T) {
@@ -30,17 +32,17 @@ func TestListOutputGolden(t *testing.T) {
 	// An interactive cluster (raystep up), ready, expiring in 3h.
 	dev := clusterAt("alice-dev", 25*time.Minute, "2026-11-30T15:00:00Z")
 	dev.Status = rayv1.RayClusterStatus{State: rayv1.Ready, Head: rayv1.HeadInfo{ServiceName: "alice-dev-head-svc"}}
-	rows := []Summary{Summarize(running), Summarize(fresh), Summarize(queued), SummarizeCluster(dev)}
+	rows := []fleet.Record{Summarize(running), Summarize(fresh), Summarize(queued), SummarizeCluster(dev)}
 	tests := []struct {
 		golden string
 		write  func(*bytes.Buffer) error
 	}{
-		{"ls.txt", func(b *bytes.Buffer) error { return WriteTable(b, rows, TableOptions{Now: gcNow}) }},
+		{"ls.txt", func(b *bytes.Buffer) error { return fleet.WriteTable(b, rows, fleet.TableOptions{Now: gcNow}) }},
 		{"ls-A-wide.txt", func(b *bytes.Buffer) error {
-			return WriteTable(b, rows, TableOptions{Now: gcNow, AllNamespaces: true, Wide: true})
+			return fleet.WriteTable(b, rows, fleet.TableOptions{Now: gcNow, AllNamespaces: true, Wide: true})
 		}},
-		{"ls.json", func(b *bytes.Buffer) error { return WriteJSON(b, rows) }},
-		{"ls-empty.json", func(b *bytes.Buffer) error { return WriteJSON(b, nil) }},
+		{"ls.json", func(b *bytes.Buffer) error { return fleet.WriteJSON(b, rows) }},
+		{"ls-empty.json", func(b *bytes.Buffer) error { return fleet.WriteJSON(b, nil) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
@@ -25,7 +26,7 @@ import (
 // `raystep gc` once its expiry (the run's timeouts.run) has passed.
 const (
 	// KindRun is the raystep.dev/kind label of run-scoped clusters.
-	KindRun = "run"
+	KindRun = fleet.KindRun
 	// LabelClusterHash is the hash of the cluster section a run-scoped
 	// cluster was built from (runner.ClusterHash).
 	LabelClusterHash = "raystep.dev/cluster-hash"

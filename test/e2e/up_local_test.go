@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 // The local backend's interactive clusters, end to end: the built raystep
@@ -223,13 +223,13 @@ func awaitExit(t *testing.T, pid int, timeout time.Duration) {
 }
 
 // ls returns the rows `ls -o json` prints.
-func (e localEnv) ls(t *testing.T) []kuberay.Summary {
+func (e localEnv) ls(t *testing.T) []fleet.Record {
 	t.Helper()
 	code, out, errOut := e.raystep(t, "ls", "-o", "json")
 	if code != 0 {
 		t.Fatalf("ls exited %d: %s", code, errOut)
 	}
-	var rows []kuberay.Summary
+	var rows []fleet.Record
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("ls -o json: %v\n%s", err, out)
 	}
@@ -300,7 +300,7 @@ spec:
 	}
 
 	rows := e.ls(t)
-	want := kuberay.Summary{Name: "life", ClusterKind: "interactive", Owner: "tester", Kind: "interactive",
+	want := fleet.Record{Name: "life", ClusterKind: "interactive", Owner: "tester", Kind: "interactive",
 		Deployment: "ready", Dashboard: rec.DashboardURL}
 	if len(rows) != 1 || rows[0].Expires == nil || !rows[0].Expires.Equal(rec.Expires) {
 		t.Fatalf("ls -o json = %+v, want one row expiring %s", rows, rec.Expires)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -40,7 +40,7 @@ func TestCheckAddr(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	store := &Store{}
-	store.Put(&Record{Summary: kuberay.Summary{Namespace: "ml", Name: "job-1", ClusterKind: "step", Created: time.Now()}})
+	store.Put(&Record{Record: fleet.Record{Namespace: "ml", Name: "job-1", ClusterKind: "step", Created: time.Now()}})
 	srv := httptest.NewServer((&Server{Store: store, Auth: Auth{Token: plantedToken}}).Handler())
 	defer srv.Close()
 	for _, path := range []string{"/", "/api/clusters", "/events", "/static/app.js"} {
@@ -111,9 +111,9 @@ func BenchmarkRender1000(b *testing.B) {
 	now := time.Now()
 	for i := range 1000 {
 		exp := now.Add(time.Hour)
-		store.Put(&Record{Summary: kuberay.Summary{Namespace: fmt.Sprintf("team-%d", i%10), Name: fmt.Sprintf("cluster-%04d", i),
+		store.Put(&Record{Record: fleet.Record{Namespace: fmt.Sprintf("team-%d", i%10), Name: fmt.Sprintf("cluster-%04d", i),
 			ClusterKind: "step", Kind: "train", Owner: "owner", GPUs: "a100-80gb=8,l4=2", Deployment: "Running",
-			JobStatus: "RUNNING", Created: now.Add(-time.Hour), RunID: "run", Dashboard: "http://head:8265", Expires: &exp}, Asset: "a/b"})
+			JobStatus: "RUNNING", Created: now.Add(-time.Hour), RunID: "run", Dashboard: "http://head:8265", Expires: &exp, Asset: "a/b"}})
 	}
 	s := &Server{Store: store}
 	var sb strings.Builder

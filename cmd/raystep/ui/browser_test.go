@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/test/browser"
 )
 
@@ -19,7 +19,7 @@ func TestPageOf1000InBrowser(t *testing.T) {
 	store := &Store{}
 	now := time.Now()
 	for i := range 1000 {
-		store.Put(&Record{Summary: kuberay.Summary{Namespace: fmt.Sprintf("team-%d", i%10), Name: fmt.Sprintf("cluster-%04d", i),
+		store.Put(&Record{Record: fleet.Record{Namespace: fmt.Sprintf("team-%d", i%10), Name: fmt.Sprintf("cluster-%04d", i),
 			ClusterKind: "step", Kind: "train", Owner: fmt.Sprintf("owner-%d", i%7), GPUs: "a100-80gb=8", Deployment: "Running",
 			JobStatus: "RUNNING", Created: now.Add(-time.Hour), Dashboard: "http://head:8265"}})
 	}
@@ -60,7 +60,7 @@ func TestRowsMoveOnBetweenUpdates(t *testing.T) {
 	now := time.Now()
 	expires := now.Add(10 * time.Minute)
 	// 720 GPUs add one GPU-hour every 5 s, so the figure visibly moves.
-	store.Put(&Record{Summary: kuberay.Summary{Namespace: "ml-ads", Name: "big-train", ClusterKind: "step", Kind: "train",
+	store.Put(&Record{Record: fleet.Record{Namespace: "ml-ads", Name: "big-train", ClusterKind: "step", Kind: "train",
 		Owner: "ads", GPUs: "a100-80gb=720", Deployment: "Running", JobStatus: "RUNNING", Created: now.Add(-110 * time.Second),
 		Expires: &expires}, GPUSpans: []GPUSpan{{GPUs: 720, Since: now.Add(-100 * time.Second)}}})
 	srv := httptest.NewServer((&Server{Store: store, Scope: "every namespace"}).Handler())

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/test/cluster"
 	"github.com/raystep/raystep/test/raytest"
 )
@@ -87,7 +87,7 @@ func newLocalServer(t *testing.T) localServer {
 	t.Helper()
 	head := rayHead.Head(t)
 	store := &Store{}
-	store.SetLocal([]*Record{{Summary: kuberay.Summary{Name: "alice-dev", ClusterKind: "interactive", Kind: "interactive",
+	store.SetLocal([]*Record{{Record: fleet.Record{Name: "alice-dev", ClusterKind: "interactive", Kind: "interactive",
 		Owner: "alice", Deployment: "ready", Created: time.Now()}}})
 	reach := func(context.Context, *Record) (Head, error) {
 		return Head{URL: head.DashboardURL(), Token: head.Token()}, nil

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
@@ -155,7 +156,7 @@ func TestLiveList(t *testing.T) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
 	}
-	var api []kuberay.Summary
+	var api []fleet.Record
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/clusters", plantedToken, http.StatusOK)), &api); err != nil {
 		t.Fatal(err)
 	}

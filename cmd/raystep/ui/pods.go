@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
@@ -101,7 +102,7 @@ func clusterOf(r *Record) string {
 	switch {
 	case r.Local:
 		return ""
-	case r.ClusterKind == kuberay.ClusterKindStep:
+	case r.ClusterKind == fleet.KindStep:
 		if r.RayCluster == "" {
 			return ""
 		}

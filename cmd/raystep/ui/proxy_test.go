@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 // TestDashboardReads: the proxy forwards what the dashboard's pages read
@@ -39,7 +39,7 @@ func TestDashboardReads(t *testing.T) {
 // 403 by the UI itself: the cluster's head is never asked.
 func TestDashboardProxyRefusesBeforeReaching(t *testing.T) {
 	store := &Store{}
-	store.Put(&Record{Summary: kuberay.Summary{Namespace: "ml", Name: "dev", ClusterKind: "interactive", Created: time.Now()}})
+	store.Put(&Record{Record: fleet.Record{Namespace: "ml", Name: "dev", ClusterKind: "interactive", Created: time.Now()}})
 	asked := 0
 	head := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked++ }))
 	defer head.Close()

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/test/cluster"
 )
@@ -139,7 +140,7 @@ func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-ui"}
 	heads := &KubeHeads{Interactive: &kuberay.Interactive{Kube: kubernetes.NewForConfigOrDie(cfg), Ray: rayclient.NewForConfigOrDie(cfg)}, InCluster: true}
 	defer heads.Close()
-	rec := &Record{Summary: kuberay.Summary{Namespace: ns, Name: rc.Name, ClusterKind: kuberay.KindInteractive}}
+	rec := &Record{Record: fleet.Record{Namespace: ns, Name: rc.Name, ClusterKind: kuberay.KindInteractive}}
 	// reach asks until the operator has published the head service and the
 	// authorizer has seen the Role as it is now, or a minute passed.
 	reach := func(done func(Head, error) bool) (Head, error) {

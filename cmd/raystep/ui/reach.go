@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner/kuberay"
 )
@@ -60,7 +61,7 @@ type KubeHeads struct {
 // Reach returns how to reach r's dashboard; r is a KubeRay record.
 func (k *KubeHeads) Reach(ctx context.Context, r *Record) (Head, error) {
 	name := r.Name
-	if r.ClusterKind == kuberay.ClusterKindStep {
+	if r.ClusterKind == fleet.KindStep {
 		name = r.RayCluster
 	}
 	if name == "" {

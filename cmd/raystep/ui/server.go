@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 //go:embed assets
@@ -104,12 +104,12 @@ func (s *Server) matching(all []*Record, f Filter) []*Record {
 // api answers the records as `raystep ls -o json` prints them.
 func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	records := s.matching(s.Store.Records(), filterFrom(r.URL.Query()))
-	rows := make([]kuberay.Summary, len(records))
+	rows := make([]fleet.Record, len(records))
 	for i, rec := range records {
-		rows[i] = rec.Summary
+		rows[i] = rec.Record
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = kuberay.WriteJSON(w, rows)
+	_ = fleet.WriteJSON(w, rows)
 }
 
 // events streams, as server-sent events, a "snapshot" of the rows the

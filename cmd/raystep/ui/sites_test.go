@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 // request sends a GET of path to srv with the Host and headers given
@@ -45,7 +45,7 @@ func request(t *testing.T, srv *httptest.Server, path string, headers map[string
 // own pages, curl and a link followed from elsewhere get in.
 func TestForeignHostAndOrigin(t *testing.T) {
 	store := &Store{}
-	store.Put(&Record{Summary: kuberay.Summary{Namespace: "ml", Name: "job-1", ClusterKind: "step", Created: time.Now()}})
+	store.Put(&Record{Record: fleet.Record{Namespace: "ml", Name: "job-1", ClusterKind: "step", Created: time.Now()}})
 	srv := httptest.NewServer((&Server{Store: store}).Handler())
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())

@@ -1,7 +1,7 @@
 // Package ui serves `raystep ui`: a read-only web page and JSON API of the
 // clusters raystep runs, kept live by one set of watches per process.
 //
-// Store owns the records (the same kuberay.Summary values `raystep ls -o
+// Store owns the records (the same fleet.Record values `raystep ls -o
 // json` prints), fed by informers on raystep's RayJobs and interactive
 // RayClusters; Server renders them as HTML, JSON and server-sent events
 // and enforces who may read them (see Auth). Creating, changing or
@@ -26,16 +26,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
-// Record is one cluster as the page shows it: its `raystep ls` summary and
-// the Dagster asset it materializes, if any.
+// Record is one cluster as the page shows it: its `raystep ls` record and
+// what the page adds to it.
 type Record struct {
-	kuberay.Summary
-	// Asset is the step's Dagster asset keys (slash-joined parts, comma
-	// between keys), from the RayJob's annotation.
-	Asset string
+	fleet.Record
 	// Local marks a head on this machine (the local backend's records).
 	Local bool
 	// Problem is why its pods cannot run ("ImagePullBackOff: ..."), from
@@ -263,13 +261,13 @@ func (s *Store) informer(src source) cache.SharedIndexInformer {
 func record(obj any) *Record {
 	switch o := obj.(type) {
 	case *rayv1.RayJob:
-		r := &Record{Summary: kuberay.Summarize(o), Asset: o.Annotations[kuberay.AnnotationAssetKey]}
+		r := &Record{Record: kuberay.Summarize(o)}
 		if done := o.Annotations[kuberay.AnnotationJobStatus]; done != "" {
 			r.JobStatus = done // the step's word on how the job ended: KubeRay's may lag
 		}
 		return r
 	case *rayv1.RayCluster:
-		return &Record{Summary: kuberay.SummarizeCluster(o)}
+		return &Record{Record: kuberay.SummarizeCluster(o)}
 	}
 	return nil
 }
@@ -318,7 +316,7 @@ func (s *Store) SetLocal(records []*Record) {
 		}
 	}
 	for key, r := range next {
-		if old := s.rows[key]; old == nil || !sameSummary(old.Summary, r.Summary) {
+		if old := s.rows[key]; old == nil || !sameRecord(old.Record, r.Record) {
 			changed = append(changed, r)
 		}
 	}
@@ -331,8 +329,8 @@ func (s *Store) SetLocal(records []*Record) {
 	}
 }
 
-// sameSummary compares two summaries, their expiry by value.
-func sameSummary(a, b kuberay.Summary) bool {
+// sameRecord compares two records, their expiry by value.
+func sameRecord(a, b fleet.Record) bool {
 	ea, eb := a.Expires, b.Expires
 	a.Expires, b.Expires = nil, nil
 	return a == b && (ea == nil) == (eb == nil) && (ea == nil || ea.Equal(*eb))

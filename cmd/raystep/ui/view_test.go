@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/fleet"
 )
 
 // TestStatusWords: a person reads one word for KubeRay's deployment
@@ -13,7 +13,7 @@ import (
 // GPU totals count only the clusters whose pods hold GPUs.
 func TestStatusWords(t *testing.T) {
 	rec := func(deployment, job, problem string) *Record {
-		return &Record{Summary: kuberay.Summary{Deployment: deployment, JobStatus: job, GPUs: "a100-80gb=2"}, Problem: problem}
+		return &Record{Record: fleet.Record{Deployment: deployment, JobStatus: job, GPUs: "a100-80gb=2"}, Problem: problem}
 	}
 	tests := []struct {
 		name   string

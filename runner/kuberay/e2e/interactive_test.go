@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
 )
 
@@ -183,7 +184,7 @@ func onGPUNode(t *testing.T, ns, name string) {
 // lsShowsInteractive checks the cluster's row of `ls` and `ls -o json`.
 func lsShowsInteractive(t *testing.T, env []string, ns string, expires time.Time) {
 	t.Helper()
-	var rows []kuberay.Summary
+	var rows []fleet.Record
 	if err := json.Unmarshal([]byte(mustRaystep(t, env, "ls", "-n", ns, "-o", "json").stdout), &rows); err != nil {
 		t.Fatalf("ls -o json: %v", err)
 	}

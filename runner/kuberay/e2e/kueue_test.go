@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
@@ -212,7 +213,7 @@ func (q *queuedStep) wait(t *testing.T) error {
 }
 
 // lsRow returns what `raystep ls` shows of the step's RayJob.
-func lsRow(t *testing.T, ns string, q *queuedStep) (kuberay.Summary, bool) {
+func lsRow(t *testing.T, ns string, q *queuedStep) (fleet.Record, bool) {
 	t.Helper()
 	jobs, err := kuberay.ListRayJobs(t.Context(), q.b.Ray, ns)
 	if err != nil {
@@ -224,7 +225,7 @@ func lsRow(t *testing.T, ns string, q *queuedStep) (kuberay.Summary, bool) {
 			return kuberay.Summarize(&jobs[i]), true
 		}
 	}
-	return kuberay.Summary{}, false
+	return fleet.Record{}, false
 }
 
 // TestKueueHoldsTheSecondStep runs steps behind the real Kueue controller

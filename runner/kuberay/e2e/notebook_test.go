@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/notebook"
 	"github.com/raystep/raystep/raysubmit"
-	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // freeLoopbackPort returns a port of 127.0.0.1 nothing listens on now.
@@ -171,7 +171,7 @@ func TestNotebookAndDashboard(t *testing.T) {
 		t.Errorf("up --notebook printed %q, want the raystep notebook hint", o.stdout)
 	}
 
-	var rows []kuberay.Summary
+	var rows []fleet.Record
 	if err := json.Unmarshal([]byte(mustRaystep(t, env, "ls", "-n", ns, "-o", "json").stdout), &rows); err != nil {
 		t.Fatalf("ls -o json: %v", err)
 	}

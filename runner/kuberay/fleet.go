@@ -1,0 +1,136 @@
+package kuberay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/raystep/raystep/fleet"
+)
+
+// Fleet is raystep's RayJobs and interactive and run-scoped RayClusters
+// in a namespace (or all of them), as ls and gc see them. Without a
+// kubeconfig it is not here (fleet.ErrNotHere), so that `raystep ls` on a
+// laptop lists the local clusters instead of failing, unless Kubernetes
+// was asked for: Required, or a namespace in the scope.
+type Fleet struct {
+	// Connect reaches the API server; an error wrapping ErrNoKubeconfig
+	// when nothing says where one is.
+	Connect func() (*Clients, error)
+	// Namespace returns the namespace of a scope that names none, given
+	// the kubeconfig's (ResolveNamespace).
+	Namespace func(kubeconfig string) (string, error)
+	// Required says Kubernetes was asked for (the backend is kuberay): no
+	// kubeconfig is then an error.
+	Required bool
+	// Warn tells what gc did other than it should: the API server's clock
+	// could not be read, so this machine's judged the heartbeats.
+	Warn func(string)
+}
+
+var _ fleet.Fleet = (*Fleet)(nil)
+
+// Reach reaches the API server and resolves the scope's namespace (""
+// for every namespace); an error wrapping fleet.ErrNotHere when there is
+// no kubeconfig and nothing asked for Kubernetes.
+func (f *Fleet) Reach(scope fleet.Scope) (*Clients, string, error) {
+	clients, err := f.Connect()
+	if errors.Is(err, ErrNoKubeconfig) && !f.Required && scope.Namespace == "" {
+		return nil, "", fmt.Errorf("%w: %w", fleet.ErrNotHere, err)
+	}
+	if err != nil || scope.All {
+		return clients, "", err
+	}
+	if scope.Namespace != "" {
+		return clients, scope.Namespace, nil
+	}
+	ns, err := f.Namespace(clients.Namespace)
+	return clients, ns, err
+}
+
+// List returns the steps' RayJobs, then the interactive and run-scoped
+// RayClusters.
+func (f *Fleet) List(ctx context.Context, scope fleet.Scope) ([]fleet.Record, error) {
+	clients, ns, err := f.Reach(scope)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := ListRayJobs(ctx, clients.Ray, ns)
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := ListClusters(ctx, clients.Ray, ns)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]fleet.Record, 0, len(jobs)+len(clusters))
+	for i := range jobs {
+		rows = append(rows, Summarize(&jobs[i]))
+	}
+	for i := range clusters {
+		rows = append(rows, SummarizeCluster(&clusters[i]))
+	}
+	return rows, nil
+}
+
+// GC judges every RayJob with its heartbeat Lease and every interactive
+// and run-scoped RayCluster by the API server's clock, deletes what is
+// abandoned or expired (Collect) and tells one line for each.
+func (f *Fleet) GC(ctx context.Context, scope fleet.Scope, o fleet.GCOptions, line func(string)) error {
+	clients, ns, err := f.Reach(scope)
+	if err != nil {
+		return err
+	}
+	jobs, err := ListRayJobs(ctx, clients.Ray, ns)
+	if err != nil {
+		return err
+	}
+	leases, err := ListLeases(ctx, clients.Kube, ns)
+	if err != nil {
+		return err
+	}
+	clusters, err := ListClusters(ctx, clients.Ray, ns)
+	if err != nil {
+		return err
+	}
+	judge := JudgeOptions{OlderThan: o.OlderThan, HeartbeatGrace: o.HeartbeatGrace}
+	now := f.serverNow(ctx, clients, ns, leases, o.Now)
+	verdicts := append(JudgeAll(jobs, leases, now, judge), JudgeClusters(clusters, now, judge)...)
+	return Collect(ctx, clients.Ray, verdicts, o.DryRun, func(r Result) {
+		if r.Action == Failed {
+			return // in the error Collect returns
+		}
+		s := fmt.Sprintf("%s %s: %s", r.Action, r.Object(), r.Reason)
+		if r.Note != "" {
+			s += "; not deleted: " + r.Note
+		}
+		line(s)
+	})
+}
+
+// serverNow is the clock gc judges RayJobs and their heartbeats by: the
+// API server's (ServerNow), in ns or the namespace of a Lease, when there
+// is a Lease to judge; else, or when the server's clock cannot be read,
+// this machine's (now), said through Warn.
+func (f *Fleet) serverNow(ctx context.Context, clients *Clients, ns string, leases map[string]*coordinationv1.Lease, now time.Time) time.Time {
+	if len(leases) == 0 {
+		return now
+	}
+	if ns == "" {
+		for _, l := range leases {
+			ns = l.Namespace
+			break
+		}
+	}
+	t, err := ServerNow(ctx, clients.Kube, ns)
+	if err != nil {
+		if f.Warn != nil {
+			f.Warn("heartbeats judged by this machine's clock: " + err.Error())
+		}
+		return now
+	}
+	return t
+}
