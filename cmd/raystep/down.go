@@ -1,16 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strings"
-	"sync"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/local"
 )
 
 // downOptions are down's flags.
@@ -46,59 +43,44 @@ RayCluster is never touched.`,
 	return cmd
 }
 
-// down checks the names, finds every cluster, then deletes them all at
-// once and waits for each.
+// down deletes the named interactive clusters of the backend asked for.
 func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
-	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
-	case "kuberay":
+	k, err := a.keeper(cmd, "down", o.backend, o.namespace)
+	if err != nil {
+		return err
+	}
+	return k.Down(cmd.Context(), names, func(msg string) { fmt.Fprintln(a.stdout, msg) })
+}
+
+// keeper is the interactive clusters of the backend that --backend (or
+// RAYSTEP_BACKEND) names, for the command name: this machine's, or those
+// of a Kubernetes namespace (--namespace, RAYSTEP_NAMESPACE, the
+// profile's, the kubeconfig's). Tests replace it (app.newKeeper).
+func (a *app) keeper(cmd *cobra.Command, name, backend, namespace string) (fleet.Keeper, error) {
+	if a.newKeeper != nil {
+		return a.newKeeper(cmd, name)
+	}
+	switch b := firstNonEmpty(backend, a.cfg.Backend); b {
 	case "local":
-		return a.downLocal(cmd, names)
-	default:
-		return &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
-	}
-	for _, n := range names {
-		if msgs := validation.IsDNS1035Label(n); len(msgs) > 0 {
-			return &usageError{fmt.Errorf("down: %q is not a cluster name: %s", n, strings.Join(msgs, "; "))}
+		if cmd.Flags().Changed("namespace") {
+			return nil, &fleet.UnsupportedError{Command: name, Flag: "--namespace", Backend: b, Hint: "drop it, or use --backend kuberay"}
 		}
-	}
-	profile, err := a.profile(cmd)
-	if err != nil {
-		return err
-	}
-	clients, _, err := a.kube("down")
-	if err != nil {
-		return err
-	}
-	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
-		Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
-	ctx := cmd.Context()
-	var found []*rayv1.RayCluster
-	var errs []error
-	for _, n := range names {
-		rc, err := i.Find(ctx, ns, n)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("down: %w", err))
-			continue
-		}
-		found = append(found, rc)
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	errs = make([]error, len(found))
-	var wg sync.WaitGroup
-	var mu sync.Mutex // the lines of the deletes that end together
-	for k, rc := range found {
-		wg.Go(func() {
-			if errs[k] = i.Delete(ctx, rc.Namespace, rc.Name, rc.UID); errs[k] == nil {
-				_ = i.Forget(rc.Namespace, rc.Name) // the tokens of a cluster that is gone
-				mu.Lock()
-				defer mu.Unlock()
-				fmt.Fprintf(a.stdout, "RayCluster %s/%s deleted\n", rc.Namespace, rc.Name)
+		return local.Keeper{Open: a.localClusters}, nil
+	case "kuberay":
+		return kuberay.Keeper{Connect: func() (*kuberay.Interactive, string, error) {
+			profile, err := a.profile(cmd)
+			if err != nil {
+				return nil, "", err
 			}
-		})
+			clients, _, err := a.kube(name)
+			if err != nil {
+				return nil, "", err
+			}
+			ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: namespace, Env: a.cfg.Namespace,
+				Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
+			return &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}, ns, nil
+		}}, nil
+	default:
+		return nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
 	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/notebook"
 	"github.com/raystep/raystep/runner"
-	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -71,8 +70,8 @@ var exitRules = []struct {
 }{
 	{exitUsage, func(err error) bool { return asType[*usageError](err) }},
 	{exitUsage, func(err error) bool { return asType[*schemas.ValidationErrors](err) }},
-	{exitUsage, func(err error) bool { return errors.Is(err, kuberay.ErrNotInteractive) }},
-	{exitUsage, func(err error) bool { return errors.Is(err, local.ErrNotFound) }},
+	{exitUsage, func(err error) bool { return errors.Is(err, fleet.ErrUsage) }},
+	{exitUsage, func(err error) bool { return errors.Is(err, fleet.ErrNotFound) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, notebook.ErrNone) }},
 	{exitJobFailed, func(err error) bool {
 		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)

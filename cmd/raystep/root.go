@@ -39,6 +39,9 @@ type app struct {
 	// newFleets, when set, replaces the backends ls and gc ask (fleets):
 	// tests give fakes.
 	newFleets func(cmd *cobra.Command, name string) ([]fleet.Fleet, error)
+	// newKeeper, when set, replaces the interactive clusters down asks
+	// (keeper): tests give a fake.
+	newKeeper func(cmd *cobra.Command, name string) (fleet.Keeper, error)
 }
 
 // run is raystep's whole life after main: it parses args, runs one command
@@ -148,7 +151,7 @@ func (a *app) report(err error) {
 	}
 	fmt.Fprintf(a.stderr, "raystep: %v\n", err)
 	var ue *usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, fleet.ErrUsage) {
 		fmt.Fprintln(a.stderr, "Run 'raystep --help' for usage.")
 	}
 }

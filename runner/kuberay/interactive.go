@@ -2,7 +2,6 @@ package kuberay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -37,7 +36,7 @@ const (
 // ErrNotInteractive is wrapped by the errors about a name that is not a
 // raystep interactive cluster: none of that name, or a RayCluster that
 // raystep did not make for people. Nothing was created or deleted.
-var ErrNotInteractive = errors.New("not a raystep interactive cluster")
+var ErrNotInteractive = fleet.NotFound("not a raystep interactive cluster")
 
 // BuildCluster returns the interactive RayCluster of spec under profile:
 // named spec.Metadata.Name in namespace, owned by spec.Metadata.Owner and

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/rayhead"
 )
 
@@ -83,7 +84,7 @@ const (
 )
 
 // ErrNotFound is returned by Get and Down for a name that has no record.
-var ErrNotFound = errors.New("no such local cluster")
+var ErrNotFound = fleet.NotFound("no such local cluster")
 
 // nameRE is a DNS label (RFC 1123).
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
