@@ -143,7 +143,9 @@ func TestGCAsksEveryFleet(t *testing.T) {
 // keeperFunc is a fleet.Keeper of one function.
 type keeperFunc func(names []string, gone func(string)) error
 
-func (f keeperFunc) Down(_ context.Context, names []string, gone func(string)) error { return f(names, gone) }
+func (f keeperFunc) Down(_ context.Context, names []string, gone func(string)) error {
+	return f(names, gone)
+}
 
 // TestDownAsksTheKeeper: down hands every name to the backend's keeper
 // and prints each cluster it says is gone; a name the backend does not
