@@ -300,7 +300,7 @@ spec:
 	}
 
 	rows := e.ls(t)
-	want := fleet.Record{Name: "life", ClusterKind: "interactive", Owner: "tester", Kind: "interactive",
+	want := fleet.Record{Backend: fleet.BackendLocal, Name: "life", ClusterKind: "interactive", Owner: "tester", Kind: "interactive",
 		Deployment: "ready", Dashboard: rec.DashboardURL}
 	if len(rows) != 1 || rows[0].Expires == nil || !rows[0].Expires.Equal(rec.Expires) {
 		t.Fatalf("ls -o json = %+v, want one row expiring %s", rows, rec.Expires)
