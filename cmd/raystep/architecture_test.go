@@ -60,3 +60,79 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsLinksResolve: every relative link in README.md, docs/ and
+// schemas/SPEC.md names a file of the tree and, with a #fragment, a
+// heading of that file, so that the pages the README was split into stay
+// one web a newcomer can follow.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	const root = "../.."
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, _ := filepath.Glob(filepath.Join(root, "docs", "cli", "*.md"))
+	pages = append(append(pages, cli...), filepath.Join(root, "README.md"), filepath.Join(root, "schemas", "SPEC.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(stripCode(string(text)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, frag, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %s: %v", page, target, err)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !slices.Contains(anchors(t, path), frag) {
+				t.Errorf("%s: link %s: %s has no heading #%s", page, target, path, frag)
+			}
+		}
+	}
+}
+
+// stripCode drops fenced code blocks, whose text is no Markdown.
+func stripCode(s string) string {
+	var out []string
+	fence := false
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// anchors are the #fragments GitHub gives the headings of the Markdown
+// file path.
+func anchors(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	drop := regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+	for line := range strings.SplitSeq(stripCode(string(b)), "\n") {
+		h := strings.TrimLeft(line, "#")
+		if h == line || !strings.HasPrefix(h, " ") {
+			continue
+		}
+		out = append(out, strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-"))
+	}
+	return out
+}
