@@ -100,7 +100,7 @@ func (s *Store) removePod(key string) {
 // none (a RayJob whose RayCluster KubeRay has not made, a local head).
 func clusterOf(r *Record) string {
 	switch {
-	case r.Local:
+	case r.local():
 		return ""
 	case r.ClusterKind == fleet.KindStep:
 		if r.RayCluster == "" {

@@ -34,8 +34,6 @@ import (
 // what the page adds to it.
 type Record struct {
 	fleet.Record
-	// Local marks a head on this machine (the local backend's records).
-	Local bool
 	// Problem is why its pods cannot run ("ImagePullBackOff: ..."), from
 	// the pod watch; empty when they can.
 	Problem string
@@ -44,6 +42,9 @@ type Record struct {
 	GPUSpans  []GPUSpan
 	GPUBanked time.Duration
 }
+
+// local reports whether r is a head on this machine (the local backend's).
+func (r *Record) local() bool { return r.Backend == fleet.BackendLocal }
 
 // Key names a record uniquely: its kind, namespace (LocalNamespace for a
 // local head) and name.
@@ -54,7 +55,7 @@ func (r *Record) Key() string { return r.ClusterKind + "/" + r.pathNamespace() +
 const LocalNamespace = "_local"
 
 func (r *Record) pathNamespace() string {
-	if r.Local {
+	if r.local() {
 		return LocalNamespace
 	}
 	return r.Namespace
@@ -300,18 +301,18 @@ func preflight(ctx context.Context, srcs []source, namespace string) error {
 func ptr[T any](v T) *T { return &v }
 
 // SetLocal replaces the records of local heads with records (each marked
-// Local), telling subscribers of what changed.
+// as the local backend's), telling subscribers of what changed.
 func (s *Store) SetLocal(records []*Record) {
 	next := map[string]*Record{}
 	for _, r := range records {
-		r.Local = true
+		r.Backend = fleet.BackendLocal
 		next[r.Key()] = r
 	}
 	s.mu.RLock()
 	var gone []string
 	var changed []*Record
 	for key, r := range s.rows {
-		if r.Local && next[key] == nil {
+		if r.local() && next[key] == nil {
 			gone = append(gone, key)
 		}
 	}

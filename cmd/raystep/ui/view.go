@@ -62,7 +62,7 @@ func ClusterPath(r *Record) string {
 
 // NotebookCommand is the raystep command that opens r's notebook.
 func NotebookCommand(r *Record) string {
-	if r.Local {
+	if r.local() {
 		return "raystep notebook " + r.Name
 	}
 	return "raystep notebook -n " + r.Namespace + " " + r.Name
@@ -153,7 +153,7 @@ func view(r *Record, now time.Time, dagster *url.URL) Row {
 	if r.Expires != nil {
 		row.Clock.Expires = r.Expires.UnixMilli()
 	}
-	if r.Local {
+	if r.local() {
 		row.Namespace = "(this machine)"
 	}
 	if r.Dashboard != "" {
