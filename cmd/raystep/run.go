@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/progress"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
@@ -101,7 +103,7 @@ raystep gone and kills every process of the head and the job.
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
 	addRunClusterFlag(f, &o.runCluster)
-	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+logFormats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
+	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+progress.Formats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
 	return cmd
@@ -268,4 +270,19 @@ func withAbort(ctx context.Context, abort <-chan struct{}) context.Context {
 func abortOf(ctx context.Context) <-chan struct{} {
 	ch, _ := ctx.Value(abortKey{}).(<-chan struct{})
 	return ch
+}
+
+// eventSink returns where a standalone step's events are shown on w, in
+// the format --log-format names, else RAYSTEP_LOG_FORMAT (progress.New);
+// any other value is a usage error.
+func (a *app) eventSink(w io.Writer) (runner.Sink, error) {
+	format, from := a.logFormat, "--log-format"
+	if format == "" {
+		format, from = a.cfg.LogFormat, "RAYSTEP_LOG_FORMAT"
+	}
+	sink, err := progress.New(w, format, a.cfg.NoColor != "")
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("%s=%q: %w", from, format, err)}
+	}
+	return sink, nil
 }

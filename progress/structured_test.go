@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"encoding/json"

@@ -1,8 +1,7 @@
-package main
+package progress
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/sethvargo/go-envconfig"
 	"golang.org/x/sys/unix"
 
 	"github.com/raystep/raystep/runner"
@@ -118,52 +116,6 @@ func TestConsoleColour(t *testing.T) {
 				t.Errorf("colour (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestAbortOf(t *testing.T) {
-	t.Parallel()
-	if ch := abortOf(context.Background()); ch != nil {
-		t.Errorf("abortOf(no abort) = %v, want nil", ch)
-	}
-	abort := make(chan struct{})
-	ctx := withAbort(context.Background(), abort)
-	close(abort)
-	select {
-	case <-abortOf(ctx):
-	default:
-		t.Error("abortOf(ctx) is not the channel given to withAbort")
-	}
-}
-
-// TestSignalContext sends this process SIGTERM twice: the first cancels
-// the context with the signal as cause, the second closes abort.
-func TestSignalContext(t *testing.T) {
-	ctx, stop := signalContext(context.Background())
-	defer stop()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Minute):
-		t.Fatal("the first SIGTERM did not cancel the context")
-	}
-	if code := exitCode(ctx, context.Cause(ctx)); code != exitSIGTERM {
-		t.Errorf("exit code = %d, want %d", code, exitSIGTERM)
-	}
-	select {
-	case <-abortOf(ctx):
-		t.Fatal("abort closed after one signal")
-	default:
-	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-abortOf(ctx):
-	case <-time.After(time.Minute):
-		t.Fatal("the second SIGTERM did not close abort")
 	}
 }
 
@@ -286,51 +238,43 @@ func TestIsTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = null.Close() })
-	if !isTerminal(openPty(t)) {
+	if !IsTerminal(openPty(t)) {
 		t.Error("a pseudo-terminal is not a terminal")
 	}
 	for name, w := range map[string]io.Writer{"pipe": w, "file": file, "buffer": &bytes.Buffer{}, "null device": null} {
-		if isTerminal(w) {
+		if IsTerminal(w) {
 			t.Errorf("a %s is a terminal", name)
 		}
 	}
 }
 
-// TestLogFormatChoice checks which renderer --log-format and
-// RAYSTEP_LOG_FORMAT choose, on a terminal and off one.
-func TestLogFormatChoice(t *testing.T) {
+// TestFormatChoice checks which renderer each format chooses, on a
+// terminal and off one, with and without NO_COLOR.
+func TestFormatChoice(t *testing.T) {
 	t.Parallel()
 	tty := openPty(t)
 	tests := []struct {
-		name string
-		env  map[string]string
-		flag string
-		tty  bool
-		want func(*bytes.Buffer, runner.Event)
+		format  string
+		noColor bool
+		tty     bool
+		want    func(*bytes.Buffer, runner.Event)
 	}{
-		{name: "default off a terminal", want: appendText},
-		{name: "default on a terminal", tty: true, want: appendColour},
-		{name: "auto on a terminal with NO_COLOR", env: map[string]string{"NO_COLOR": "1"}, tty: true, want: appendText},
-		{name: "auto from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "auto"}, tty: true, want: appendColour},
-		{name: "text on a terminal", env: map[string]string{"RAYSTEP_LOG_FORMAT": "text"}, tty: true, want: appendText},
-		{name: "json from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, tty: true, want: appendJSON},
-		{name: "logfmt from the environment", env: map[string]string{"RAYSTEP_LOG_FORMAT": "logfmt"}, want: appendLogfmt},
-		{name: "the flag wins", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, flag: "logfmt", want: appendLogfmt},
-		{name: "auto from the flag", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, flag: "auto", tty: true, want: appendColour},
+		{format: "", want: appendText},
+		{format: "", tty: true, want: appendColour},
+		{format: "auto", noColor: true, tty: true, want: appendText},
+		{format: "auto", tty: true, want: appendColour},
+		{format: "text", tty: true, want: appendText},
+		{format: "json", tty: true, want: appendJSON},
+		{format: "logfmt", want: appendLogfmt},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%q tty=%v noColor=%v", tt.format, tt.tty, tt.noColor), func(t *testing.T) {
 			t.Parallel()
-			cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(tt.env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &app{cfg: cfg, logFormat: tt.flag}
 			var w io.Writer = &bytes.Buffer{}
 			if tt.tty {
 				w = tty
 			}
-			sink, err := a.eventSink(w)
+			sink, err := New(w, tt.format, tt.noColor)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,31 +289,10 @@ func TestLogFormatChoice(t *testing.T) {
 	}
 }
 
-// TestLogFormatBadValue: an unknown format is a usage error (exit 2) that
-// names the flag or variable and the choices, before anything starts.
-func TestLogFormatBadValue(t *testing.T) {
+// TestFormatUnknown: any other format is refused with the choices.
+func TestFormatUnknown(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		env  map[string]string
-		args []string
-		want string
-	}{
-		{name: "variable", env: map[string]string{"RAYSTEP_LOG_FORMAT": "yaml"}, args: []string{"run", "-f", train},
-			want: "raystep: RAYSTEP_LOG_FORMAT=\"yaml\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
-		{name: "flag", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, args: []string{"run", "-f", train, "--log-format", "JSON"},
-			want: "raystep: --log-format=\"JSON\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			code, stdout, stderr := runTest(t, tt.env, tt.args...)
-			if code != exitUsage {
-				t.Errorf("exit code = %d, want %d", code, exitUsage)
-			}
-			if diff := cmp.Diff(tt.want, stderr); diff != "" || stdout != "" {
-				t.Errorf("stdout %q; stderr (-want +got):\n%s", stdout, diff)
-			}
-		})
+	if _, err := New(&bytes.Buffer{}, "yaml", false); err == nil || err.Error() != "want auto, text, json or logfmt" {
+		t.Errorf("New(yaml) = %v, want the choices", err)
 	}
 }

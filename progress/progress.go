@@ -1,4 +1,7 @@
-package main
+// Package progress shows a standalone step's events (runner.Event) as
+// they happen: lines for a person, coloured on a terminal, or one JSON
+// object or logfmt line per event for a log collector.
+package progress
 
 import (
 	"bytes"
@@ -24,21 +27,16 @@ const (
 	ansiCyan   = "\x1b[36m"
 )
 
-// logFormats lists the choices of --log-format and RAYSTEP_LOG_FORMAT.
-const logFormats = "auto, text, json or logfmt"
+// Formats lists the choices of New's format.
+const Formats = "auto, text, json or logfmt"
 
-// eventSink returns where a standalone step's events are shown on w, in
-// the format --log-format names, else RAYSTEP_LOG_FORMAT: auto (text,
-// coloured when w is a terminal and NO_COLOR is unset), text, json or
-// logfmt. Any other value is a usage error.
-func (a *app) eventSink(w io.Writer) (runner.Sink, error) {
-	format, from := a.logFormat, "--log-format"
-	if format == "" {
-		format, from = a.cfg.LogFormat, "RAYSTEP_LOG_FORMAT"
-	}
-	render, err := renderer(format, func() bool { return a.cfg.NoColor == "" && isTerminal(w) })
+// New returns the sink that shows events on w in format: auto (text,
+// coloured when w is a terminal and noColor is false), text, json or
+// logfmt. Any other format is an error that names the choices.
+func New(w io.Writer, format string, noColor bool) (runner.Sink, error) {
+	render, err := renderer(format, func() bool { return !noColor && IsTerminal(w) })
 	if err != nil {
-		return nil, &usageError{fmt.Errorf("%s=%q: %w", from, format, err)}
+		return nil, err
 	}
 	return &console{w: w, render: render}, nil
 }
@@ -59,12 +57,12 @@ func renderer(format string, colour func() bool) (func(*bytes.Buffer, runner.Eve
 	case "logfmt":
 		return appendLogfmt, nil
 	}
-	return nil, fmt.Errorf("want %s", logFormats)
+	return nil, fmt.Errorf("want %s", Formats)
 }
 
-// isTerminal reports whether w is a terminal. It asks through the file's
+// IsTerminal reports whether w is a terminal. It asks through the file's
 // raw connection, which, unlike Fd, leaves the file's mode alone.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
