@@ -9,6 +9,7 @@ import (
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
@@ -128,7 +129,7 @@ func (o renderOptions) partitions() (*schemas.Partitions, error) {
 		}
 		data.PartitionTimeWindow = &pipes.TimeWindow{Start: start, End: end}
 	}
-	p, err := partitionsFrom(data)
+	p, err := adapters.PartitionsFrom(data)
 	if err != nil {
 		return nil, &usageError{err}
 	}

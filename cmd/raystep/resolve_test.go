@@ -13,6 +13,7 @@ import (
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
 )
@@ -64,7 +65,7 @@ func resolveFor(t *testing.T, a *app, o runOptions, profileNS string, set ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	step, err := stepFromSpec(spec, inactive)
+	step, err := adapters.StepFromSpec(spec, inactive)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,19 +177,19 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	parts, err := partitionsOf(sess)
+	parts, err := adapters.Partitions(sess)
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
 	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin,
 		RunCluster: rc, Partitions: parts})
 	if err == nil {
-		err = checkWorkingDir(cmd.Context(), o.file, spec)
+		err = adapters.CheckWorkingDir(cmd.Context(), o.file, spec)
 	}
 	if err != nil {
 		return runner.Step{}, nil, err
 	}
-	step, err := stepFromSpec(spec, sess)
+	step, err := adapters.StepFromSpec(spec, sess)
 	if err != nil {
 		return runner.Step{}, nil, err
 	}

@@ -69,7 +69,7 @@ func (a *app) runScopedKubeRay(ctx context.Context, kb *kuberay.Backend, step *r
 		}
 	}
 	kb.Cluster = got.Name
-	step.Shape = shape(spec.Spec.Cluster) + " (run-scoped " + got.Namespace + "/" + got.Name + ")"
+	step.Shape = spec.Spec.Cluster.Shape() + " (run-scoped " + got.Namespace + "/" + got.Name + ")"
 	how := "attached to"
 	if created {
 		how = "created"

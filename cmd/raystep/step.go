@@ -1,81 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/runner/local"
 	"github.com/raystep/raystep/schemas"
 )
-
-// stepFromSpec reduces a validated spec and the Dagster invocation (an
-// inactive session when standalone) to the runner's Step.
-func stepFromSpec(spec *schemas.Spec, sess *pipes.Session) (runner.Step, error) {
-	js := spec.Spec
-	step := runner.Step{
-		Name:       spec.Metadata.Name,
-		Owner:      spec.Metadata.Owner,
-		Kind:       string(js.Kind),
-		Entrypoint: js.Entrypoint,
-		WorkingDir: js.WorkingDir,
-		Excludes:   excludesOf(js.RuntimeEnv),
-		RuntimeEnv: js.RuntimeEnv,
-		Resources: runner.Resources{
-			CPUs:   js.EntrypointResources.CPUs,
-			GPUs:   js.EntrypointResources.GPUs,
-			Memory: js.EntrypointResources.Memory.Value(),
-			Custom: js.EntrypointResources.Resources,
-		},
-		ProvisionTimeout: js.Timeouts.Provision,
-		QueueTimeout:     js.Timeouts.Queue,
-		RunTimeout:       js.Timeouts.Run,
-		Teardown:         runner.TeardownPolicy(js.Teardown),
-		Shape:            shape(js.Cluster),
-	}
-	for _, w := range js.Cluster.Workers {
-		if w.GPUsPerWorker > 0 {
-			step.GPUCount += int(w.GPUsPerWorker * w.Replicas)
-			if step.GPUType == "" {
-				step.GPUType = w.GPUType
-			}
-		}
-	}
-	if !sess.Active() {
-		return step, nil
-	}
-	data := sess.Context().Data()
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return runner.Step{}, fmt.Errorf("encode the dagster pipes context: %w", err)
-	}
-	step.Dagster = runner.Dagster{RunID: data.RunID, RetryNumber: data.RetryNumber, AssetKeys: data.AssetKeys, Context: raw}
-	return step, nil
-}
-
-// shape describes the spec's cluster, e.g. "head 2 CPU 4Gi; gpu 2x(8 CPU
-// 32Gi 1 a100-80gb)".
-func shape(c schemas.Cluster) string {
-	parts := []string{fmt.Sprintf("head %s CPU %s", c.Head.CPUs.String(), c.Head.Memory.String())}
-	for _, w := range c.Workers {
-		desc := fmt.Sprintf("%s %dx(%s CPU %s", w.Name, w.Replicas, w.CPUs.String(), w.Memory.String())
-		if w.GPUsPerWorker > 0 {
-			desc += fmt.Sprintf(" %d %s", w.GPUsPerWorker, w.GPUType)
-		}
-		parts = append(parts, desc+")")
-	}
-	return strings.Join(parts, "; ")
-}
 
 // placement is what resolving a step needs to know about where it runs.
 type placement struct {
@@ -217,56 +156,4 @@ func (a *app) localBackend() (*local.Backend, error) {
 	}
 	b.Token, b.TokenFrom = token, from
 	return b, nil
-}
-
-// partitionsOf is what the Dagster invocation tells of the partitions the
-// step targets: none when standalone or unpartitioned. A single partition
-// is the range from its key to its key, and the time window is normalised
-// from Dagster's ISO 8601 to RFC 3339.
-func partitionsOf(sess *pipes.Session) (*schemas.Partitions, error) {
-	p := &schemas.Partitions{Values: map[string]string{}}
-	if !sess.Active() {
-		return p, nil
-	}
-	return partitionsFrom(sess.Context().Data())
-}
-
-func partitionsFrom(data pipes.ContextData) (*schemas.Partitions, error) {
-	vals := map[string]string{}
-	if data.PartitionKey != nil {
-		vals[schemas.VarPartitionKey] = *data.PartitionKey
-		vals[schemas.VarPartitionKeyRangeStart] = *data.PartitionKey
-		vals[schemas.VarPartitionKeyRangeEnd] = *data.PartitionKey
-	}
-	if r := data.PartitionKeyRange; r != nil {
-		vals[schemas.VarPartitionKeyRangeStart] = r.Start
-		vals[schemas.VarPartitionKeyRangeEnd] = r.End
-	}
-	if w := data.PartitionTimeWindow; w != nil {
-		start, err := rfc3339(w.Start)
-		if err != nil {
-			return nil, fmt.Errorf("partition time window start: %w", err)
-		}
-		end, err := rfc3339(w.End)
-		if err != nil {
-			return nil, fmt.Errorf("partition time window end: %w", err)
-		}
-		vals[schemas.VarPartitionTimeWindowStart] = start
-		vals[schemas.VarPartitionTimeWindowEnd] = end
-	}
-	return &schemas.Partitions{Values: vals}, nil
-}
-
-// isoLayouts are the ISO 8601 forms Python's isoformat writes for an aware
-// datetime, as Dagster sends time windows.
-var isoLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999-07", "2006-01-02 15:04:05.999999999Z07:00"}
-
-// rfc3339 rewrites an ISO 8601 time with an offset as RFC 3339 ("Z" for UTC).
-func rfc3339(s string) (string, error) {
-	for _, layout := range isoLayouts {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.Format(time.RFC3339Nano), nil
-		}
-	}
-	return "", fmt.Errorf("%q is not an ISO 8601 time with an offset", s)
 }

@@ -141,7 +141,7 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 	upped, err := i.Up(ctx, rc)
 	if upped.Created && upped.Cluster.UID != "" {
 		fmt.Fprintf(a.stderr, "RayCluster %s/%s created (%s), expires %s: waiting until it is ready\n",
-			ns, rc.Name, shape(spec.Spec.Cluster), rc.Annotations[kuberay.AnnotationExpires])
+			ns, rc.Name, spec.Spec.Cluster.Shape(), rc.Annotations[kuberay.AnnotationExpires])
 	}
 	if err == nil {
 		err = a.awaitUp(ctx, i, &upped, spec.Spec.Timeouts.Provision)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -59,7 +60,7 @@ func (a *app) validate(ctx context.Context, files []string, opts schemas.LoadOpt
 	for _, f := range files {
 		spec, err := schemas.LoadContext(ctx, f, opts)
 		if err == nil {
-			err = checkWorkingDir(ctx, f, spec)
+			err = adapters.CheckWorkingDir(ctx, f, spec)
 		}
 		var ve *schemas.ValidationErrors
 		switch {

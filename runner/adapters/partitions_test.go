@@ -1,4 +1,4 @@
-package main
+package adapters
 
 import (
 	"testing"
@@ -39,7 +39,7 @@ func TestPartitionsFrom(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := partitionsFrom(tc.data)
+			got, err := PartitionsFrom(tc.data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func TestPartitionsFrom(t *testing.T) {
 			}
 		})
 	}
-	_, err := partitionsFrom(pipes.ContextData{PartitionTimeWindow: &pipes.TimeWindow{Start: "2024-03-05T00:00:00", End: "2024-03-06T00:00:00"}})
+	_, err := PartitionsFrom(pipes.ContextData{PartitionTimeWindow: &pipes.TimeWindow{Start: "2024-03-05T00:00:00", End: "2024-03-06T00:00:00"}})
 	if want := `partition time window start: "2024-03-05T00:00:00" is not an ISO 8601 time with an offset`; err == nil || err.Error() != want {
 		t.Errorf("a window without an offset: error %v, want %q", err, want)
 	}

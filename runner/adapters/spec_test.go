@@ -1,4 +1,4 @@
-package main
+package adapters
 
 import (
 	"path/filepath"
@@ -14,7 +14,7 @@ import (
 
 func TestStepFromSpec(t *testing.T) {
 	t.Parallel()
-	spec, err := schemas.Load(train, schemas.LoadOptions{Set: []string{"spec.entrypointResources.memory=1Gi"}})
+	spec, err := schemas.Load("../../examples/ads_ranking/train.yaml", schemas.LoadOptions{Set: []string{"spec.entrypointResources.memory=1Gi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestStepFromSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := stepFromSpec(spec, tt.sess)
+			got, err := StepFromSpec(spec, tt.sess)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestStepFromSpec(t *testing.T) {
 			}
 			got.Dagster.Context = nil
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("stepFromSpec (-want +got):\n%s", diff)
+				t.Errorf("StepFromSpec (-want +got):\n%s", diff)
 			}
 		})
 	}
