@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -53,11 +52,16 @@ func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("%s: %s has no meaning on the %s backend: %s", e.Command, e.Flag, e.Backend, e.Hint)
 }
 
-// A Keeper is one backend's interactive clusters, by name, in the scope
-// the backend was made for.
-type Keeper interface {
-	// Down finds every named cluster first and deletes nothing when one
-	// is not there (an error that is ErrNotFound), then deletes them and
-	// waits until each is gone, telling each one gone to gone.
-	Down(ctx context.Context, names []string, gone func(msg string)) error
-}
+// Usage returns an error that reads msg and is ErrUsage to errors.Is: a
+// request no backend can do as asked.
+func Usage(msg string) error { return badName(msg) }
+
+// AsUsage returns err, still itself to errors.Is and errors.As, that is
+// also ErrUsage: the user's mistake, found by a backend.
+func AsUsage(err error) error { return usage{err} }
+
+type usage struct{ err error }
+
+func (e usage) Error() string        { return e.err.Error() }
+func (e usage) Unwrap() error        { return e.err }
+func (e usage) Is(target error) bool { return target == ErrUsage }

@@ -42,6 +42,9 @@ type Fleet interface {
 	// in scope and tells each decision to line, one line a cluster: what
 	// it did and why.
 	GC(ctx context.Context, scope Scope, o GCOptions, line func(string)) error
+	// DownRun deletes the run-scoped clusters of the Dagster run runID
+	// in scope, waits until each is gone and tells each one gone to gone.
+	DownRun(ctx context.Context, scope Scope, runID string, gone func(string)) error
 }
 
 // List asks every fleet in order and returns all their records, leaving
@@ -71,4 +74,19 @@ func GC(ctx context.Context, fleets []Fleet, scope Scope, o GCOptions, line func
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// DownRun deletes the run-scoped clusters of the Dagster run runID in
+// every fleet, going on after a fleet's failure, and returns how many it
+// deleted with every fleet's error together.
+func DownRun(ctx context.Context, fleets []Fleet, scope Scope, runID string, gone func(string)) (int, error) {
+	var errs []error
+	n := 0
+	count := func(msg string) { n++; gone(msg) }
+	for _, f := range fleets {
+		if err := f.DownRun(ctx, scope, runID, count); err != nil && !errors.Is(err, ErrNotHere) {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
 }

@@ -6,16 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/fleet"
-	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/runner/local"
 )
 
 // downOptions are down's flags.
-type downOptions struct{ namespace, backend string }
+type downOptions struct{ namespace, runID string }
 
 func (a *app) downCommand() *cobra.Command {
 	var o downOptions
-	var run downRunOptions
 	cmd := &cobra.Command{
 		Use:   "down NAME... | down --dagster-run-id ID",
 		Short: "Delete interactive clusters and wait until they are gone",
@@ -27,60 +24,55 @@ On the local backend (the default) it stops each cluster's private head
 and returns once every process of it has exited and its temp dir is
 removed. On the KubeRay backend (--backend kuberay) it waits until the
 RayCluster and its pods are gone; a step's cluster or anyone else's
-RayCluster is never touched.`,
+RayCluster is never touched.
+
+With --dagster-run-id ID (and no names) down deletes the run-scoped
+clusters of that Dagster run (spec.cluster.reuse: run): the private heads
+of the local backend recorded on this machine, and, when the backend is
+kuberay ($RAYSTEP_BACKEND or --backend), the RayClusters labelled with the
+run id in the namespace. It waits until they are gone; a run without any
+is fine (exit 0, with a note). dagster-raystep's run-status sensor runs it
+when a run ends.`,
 		Example: "  raystep down alice-dev\n  raystep down -n ml-ads alice-dev bob-eval",
-		Args:    func(cmd *cobra.Command, names []string) error { return downArgs(cmd, run, names) },
-		RunE: func(cmd *cobra.Command, names []string) error {
-			if run.runID != "" {
-				return a.downRun(cmd, run, o.namespace)
-			}
-			return a.down(cmd, o, names)
-		},
+		Args:    func(_ *cobra.Command, names []string) error { return downArgs(o, names) },
+		RunE:    func(cmd *cobra.Command, names []string) error { return a.down(cmd, o, names) },
 	}
-	run.register(cmd)
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's; KubeRay only)")
-	cmd.Flags().StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
+	addBackendFlag(cmd)
+	cmd.Flags().StringVar(&o.runID, "dagster-run-id", "", "delete the run-scoped clusters (spec.cluster.reuse: run) of this Dagster run instead of named ones")
 	return cmd
 }
 
-// down deletes the named interactive clusters of the backend asked for.
+// downArgs wants names, or --dagster-run-id and none.
+func downArgs(o downOptions, names []string) error {
+	switch {
+	case o.runID != "" && len(names) > 0:
+		return fmt.Errorf("down: give cluster names or --dagster-run-id, not both")
+	case o.runID == "" && len(names) == 0:
+		return fmt.Errorf("down: give the names of the clusters to delete, or --dagster-run-id ID")
+	}
+	return nil
+}
+
+// down deletes the named interactive clusters of the backend asked for,
+// or the run-scoped clusters of a Dagster run on every backend that has
+// them.
 func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
-	k, err := a.keeper(cmd, "down", o.backend, o.namespace)
+	say := func(msg string) { fmt.Fprintln(a.stdout, msg) }
+	if o.runID == "" {
+		s, err := a.site(cmd, "down")
+		if err != nil {
+			return err
+		}
+		return s.Down(cmd.Context(), names, say)
+	}
+	fleets, err := a.fleets(cmd, "down")
 	if err != nil {
 		return err
 	}
-	return k.Down(cmd.Context(), names, func(msg string) { fmt.Fprintln(a.stdout, msg) })
-}
-
-// keeper is the interactive clusters of the backend that --backend (or
-// RAYSTEP_BACKEND) names, for the command name: this machine's, or those
-// of a Kubernetes namespace (--namespace, RAYSTEP_NAMESPACE, the
-// profile's, the kubeconfig's). Tests replace it (app.newKeeper).
-func (a *app) keeper(cmd *cobra.Command, name, backend, namespace string) (fleet.Keeper, error) {
-	if a.newKeeper != nil {
-		return a.newKeeper(cmd, name)
+	n, err := fleet.DownRun(cmd.Context(), fleets, fleet.Scope{Namespace: o.namespace}, o.runID, say)
+	if n == 0 && err == nil {
+		fmt.Fprintf(a.stdout, "Dagster run %s has no run-scoped clusters: nothing to delete\n", o.runID)
 	}
-	switch b := firstNonEmpty(backend, a.cfg.Backend); b {
-	case "local":
-		if cmd.Flags().Changed("namespace") {
-			return nil, &fleet.UnsupportedError{Command: name, Flag: "--namespace", Backend: b, Hint: "drop it, or use --backend kuberay"}
-		}
-		return local.Keeper{Open: a.localClusters}, nil
-	case "kuberay":
-		return kuberay.Keeper{Connect: func() (*kuberay.Interactive, string, error) {
-			profile, err := a.profile(cmd)
-			if err != nil {
-				return nil, "", err
-			}
-			clients, _, err := a.kube(name)
-			if err != nil {
-				return nil, "", err
-			}
-			ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: namespace, Env: a.cfg.Namespace,
-				Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-			return &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}, ns, nil
-		}}, nil
-	default:
-		return nil, &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
-	}
+	return err
 }

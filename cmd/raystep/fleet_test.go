@@ -19,8 +19,16 @@ import (
 
 // fakeFleet is a fleet.Fleet of function fields; a nil one is not here.
 type fakeFleet struct {
-	list func(fleet.Scope) ([]fleet.Record, error)
-	gc   func(fleet.Scope, fleet.GCOptions, func(string)) error
+	list    func(fleet.Scope) ([]fleet.Record, error)
+	gc      func(fleet.Scope, fleet.GCOptions, func(string)) error
+	downRun func(fleet.Scope, string, func(string)) error
+}
+
+func (f *fakeFleet) DownRun(_ context.Context, s fleet.Scope, runID string, gone func(string)) error {
+	if f.downRun == nil {
+		return fleet.ErrNotHere
+	}
+	return f.downRun(s, runID, gone)
 }
 
 func (f *fakeFleet) List(_ context.Context, s fleet.Scope) ([]fleet.Record, error) {
@@ -137,61 +145,5 @@ func TestGCAsksEveryFleet(t *testing.T) {
 		if code, _, errOut := runFleets(t, []fleet.Fleet{kube, mine}, args...); code != exitUsage {
 			t.Errorf("%v: exit %d (%s), want 2", args, code, errOut)
 		}
-	}
-}
-
-// keeperFunc is a fleet.Keeper of one function.
-type keeperFunc func(names []string, gone func(string)) error
-
-func (f keeperFunc) Down(_ context.Context, names []string, gone func(string)) error {
-	return f(names, gone)
-}
-
-// TestDownAsksTheKeeper: down hands every name to the backend's keeper
-// and prints each cluster it says is gone; a name the backend does not
-// have is the user's mistake (exit 2), a failure to delete is exit 3, and
-// a flag the backend has no use for is refused before anything is asked.
-func TestDownAsksTheKeeper(t *testing.T) {
-	t.Parallel()
-	run := func(k fleet.Keeper, env map[string]string, args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, lookup: envconfig.MapLookuper(env)}
-		if k != nil {
-			a.newKeeper = func(*cobra.Command, string) (fleet.Keeper, error) { return k, nil }
-		}
-		code := a.main(context.Background(), args)
-		return code, out.String(), errOut.String()
-	}
-	var asked []string
-	gone := keeperFunc(func(names []string, gone func(string)) error {
-		asked = append(asked, names...)
-		for _, n := range names {
-			gone("RayCluster ml/" + n + " deleted")
-		}
-		return nil
-	})
-	code, out, errOut := run(gone, nil, "down", "alice-dev", "bob-eval")
-	if code != 0 || out != "RayCluster ml/alice-dev deleted\nRayCluster ml/bob-eval deleted\n" {
-		t.Errorf("down alice-dev bob-eval: exit %d, %q (%s)", code, out, errOut)
-	}
-	if diff := cmp.Diff([]string{"alice-dev", "bob-eval"}, asked); diff != "" {
-		t.Errorf("names the keeper got (-want +got):\n%s", diff)
-	}
-	missing := keeperFunc(func([]string, func(string)) error {
-		return fmt.Errorf("down: RayCluster ml/nobody: %w", fleet.NotFound("not a raystep interactive cluster"))
-	})
-	if code, _, errOut := run(missing, nil, "down", "nobody"); code != exitUsage || !strings.Contains(errOut, "not a raystep interactive cluster") {
-		t.Errorf("down of a name the backend lacks: exit %d, %q; want 2", code, errOut)
-	}
-	failing := keeperFunc(func([]string, func(string)) error { return errors.New("down: delete RayCluster ml/dev: forbidden") })
-	if code, _, _ := run(failing, nil, "down", "dev"); code != exitInfrastructure {
-		t.Errorf("down that fails to delete: exit %d, want 3", code)
-	}
-	code, _, errOut = run(nil, map[string]string{"RAYSTEP_BACKEND": "local"}, "down", "-n", "ml", "dev")
-	if want := "down: --namespace has no meaning on the local backend: drop it, or use --backend kuberay"; code != exitUsage || !strings.Contains(errOut, want) {
-		t.Errorf("down -n on the local backend: exit %d, %q; want 2 and %q", code, errOut, want)
-	}
-	if code, _, errOut := run(nil, nil, "down", "--backend", "slurm", "dev"); code != exitUsage || !strings.Contains(errOut, `--backend "slurm"`) {
-		t.Errorf("down --backend slurm: exit %d, %q; want 2", code, errOut)
 	}
 }

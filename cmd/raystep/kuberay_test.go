@@ -6,7 +6,10 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/schemas"
 )
 
 // TestKuberayBackendDashboard: raystep uses the head service's DNS name
@@ -16,6 +19,14 @@ import (
 // give-up comes from RAYSTEP_PORT_FORWARD_GIVE_UP.
 func TestKuberayBackendDashboard(t *testing.T) {
 	t.Parallel()
+	spec, err := schemas.Load(train, schemas.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	profile, err := schemas.DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name          string
 		inClusterConf bool
@@ -32,12 +43,16 @@ func TestKuberayBackendDashboard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			a := &app{lookup: envconfig.MapLookuper(tt.env)}
-			var err error
 			if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
 				t.Fatal(err)
 			}
-			kc := a.cfg.Kube
-			b, ok := a.kuberayBackend(&kuberay.Clients{InCluster: tt.inClusterConf}, &kc, nil, nil).(*kuberay.Backend)
+			s := a.kubeSite(a.runCommand(), "run")
+			s.Connect = func() (*kuberay.Clients, error) { return &kuberay.Clients{InCluster: tt.inClusterConf}, nil }
+			_, got, err := s.Place(t.Context(), runner.Step{Name: "x"}, fleet.Placement{Spec: spec, Profile: profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, ok := got.(*kuberay.Backend)
 			if !ok {
 				t.Fatal("not a *kuberay.Backend")
 			}

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/fleet"
-	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/runner/local"
 )
 
 // lsOptions are ls's flags.
@@ -75,58 +70,4 @@ func fleetScope(name, namespace string, all bool) (fleet.Scope, error) {
 		return fleet.Scope{}, &usageError{fmt.Errorf("%s: -A and --namespace exclude each other", name)}
 	}
 	return fleet.Scope{Namespace: namespace, All: all}, nil
-}
-
-// fleets are the backends' clusters as ls and gc ask them, in the order
-// they list them: Kubernetes's, then this machine's. Tests replace it
-// (app.newFleets).
-func (a *app) fleets(cmd *cobra.Command, name string) ([]fleet.Fleet, error) {
-	if a.newFleets != nil {
-		return a.newFleets(cmd, name)
-	}
-	mine, err := a.localFleet()
-	if err != nil {
-		return nil, err
-	}
-	return []fleet.Fleet{a.kubeFleet(cmd, name, nil), mine}, nil
-}
-
-// kubeFleet is raystep's clusters on Kubernetes, for the command name;
-// kc, if not nil, receives the Kubernetes settings once connected.
-func (a *app) kubeFleet(cmd *cobra.Command, name string, kc **kubeConfig) *kuberay.Fleet {
-	return &kuberay.Fleet{
-		Connect: func() (*kuberay.Clients, error) {
-			c, k, err := a.kube(name)
-			if kc != nil {
-				*kc = k
-			}
-			return c, err
-		},
-		Required: a.cfg.Backend == "kuberay",
-		Namespace: func(kubeconfig string) (string, error) {
-			profile, err := a.profile(cmd)
-			if err != nil {
-				return "", err
-			}
-			return kuberay.ResolveNamespace(kuberay.Namespaces{Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: kubeconfig}), nil
-		},
-		Warn: func(msg string) { fmt.Fprintf(a.stderr, "%s: %s\n", name, msg) },
-	}
-}
-
-// localFleet is this machine's private heads: none recorded when there is
-// no state dir, where no up or step can have recorded one.
-func (a *app) localFleet() (*local.Fleet, error) {
-	dir, err := a.localStateDir()
-	if err != nil {
-		return &local.Fleet{}, nil
-	}
-	f := &local.Fleet{StepsDir: local.StepsDir(dir)}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return f, nil
-	}
-	if f.Clusters, err = a.localClusters(); err != nil {
-		return nil, err
-	}
-	return f, nil
 }

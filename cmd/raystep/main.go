@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/raystep/raystep/fleet"
 )
 
 func main() {
@@ -20,7 +22,7 @@ func main() {
 // signalContext returns a context cancelled by the first SIGINT, SIGTERM or
 // SIGHUP (a closed terminal or SSH session), with a *signalError cause that
 // names the signal so the exit code can tell 130, 143 and 129 apart. A
-// second signal closes the context's abort channel (see abortOf): teardown
+// second signal closes the context's abort channel (see fleet.Abort): teardown
 // then stops waiting.
 func signalContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -45,7 +47,7 @@ func signalContext(parent context.Context) (context.Context, func()) {
 		case <-quit:
 		}
 	}()
-	return withAbort(ctx, abort), func() {
+	return fleet.WithAbort(ctx, abort), func() {
 		signal.Stop(ch)
 		signal.Stop(pipe)
 		close(quit)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
 )
 
@@ -48,16 +49,16 @@ func TestLogFormatFlagWins(t *testing.T) {
 
 func TestAbortOf(t *testing.T) {
 	t.Parallel()
-	if ch := abortOf(context.Background()); ch != nil {
-		t.Errorf("abortOf(no abort) = %v, want nil", ch)
+	if ch := fleet.Abort(context.Background()); ch != nil {
+		t.Errorf("fleet.Abort(no abort) = %v, want nil", ch)
 	}
 	abort := make(chan struct{})
-	ctx := withAbort(context.Background(), abort)
+	ctx := fleet.WithAbort(context.Background(), abort)
 	close(abort)
 	select {
-	case <-abortOf(ctx):
+	case <-fleet.Abort(ctx):
 	default:
-		t.Error("abortOf(ctx) is not the channel given to withAbort")
+		t.Error("fleet.Abort(ctx) is not the channel given to withAbort")
 	}
 }
 
@@ -78,7 +79,7 @@ func TestSignalContext(t *testing.T) {
 		t.Errorf("exit code = %d, want %d", code, exitSIGTERM)
 	}
 	select {
-	case <-abortOf(ctx):
+	case <-fleet.Abort(ctx):
 		t.Fatal("abort closed after one signal")
 	default:
 	}
@@ -86,7 +87,7 @@ func TestSignalContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-abortOf(ctx):
+	case <-fleet.Abort(ctx):
 	case <-time.After(time.Minute):
 		t.Fatal("the second SIGTERM did not close abort")
 	}

@@ -135,3 +135,13 @@ func (o renderOptions) partitions() (*schemas.Partitions, error) {
 	}
 	return p, nil
 }
+
+// previewStep is the step attempt `render` shows the RayJob of: the
+// Dagster identity its flags name, exactly, in namespace ns. Nothing is
+// made up: a standalone run's id is random, so no preview can know it.
+func previewStep(spec *schemas.Spec, ns string, d runner.Dagster) runner.Step {
+	name := spec.Metadata.Name
+	d.StepKey = d.Key() // as runner.Resolve: the asset keys when no step key is given
+	id := runner.StepID(name, d.RunID, d.StepKey, d.RetryNumber)
+	return runner.Step{ID: id, Name: name, RunID: d.RunID, Namespace: ns, Dagster: d}
+}

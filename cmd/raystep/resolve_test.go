@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/local"
@@ -49,8 +50,9 @@ current-context: x
 	return a
 }
 
-// resolveFor prepares train.yaml (with set) as run does, for backend.
-func resolveFor(t *testing.T, a *app, o runOptions, profileNS string, set ...string) (runner.Step, runner.Backend, []string) {
+// resolveFor places train.yaml (with set) as run does, on backend with
+// --namespace namespace.
+func resolveFor(t *testing.T, a *app, backend, namespace, profileNS string, set ...string) (runner.Step, runner.Backend, []string) {
 	t.Helper()
 	profile, err := schemas.LoadProfile(platform)
 	if err != nil {
@@ -69,9 +71,19 @@ func resolveFor(t *testing.T, a *app, o runOptions, profileNS string, set ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolved, b, err := a.newBackend(o, spec, profile, step)
+	cmd := a.runCommand()
+	for name, value := range map[string]string{"backend": backend, "namespace": namespace} {
+		if err := cmd.Flags().Set(name, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := a.site(cmd, "run")
 	if err != nil {
-		t.Fatalf("newBackend: %v", err)
+		t.Fatal(err)
+	}
+	resolved, b, err := s.Place(t.Context(), step, fleet.Placement{Spec: spec, Profile: profile})
+	if err != nil {
+		t.Fatalf("Place: %v", err)
 	}
 	return resolved, b, resolved.Notices
 }
@@ -99,7 +111,7 @@ func TestRunNamespace(t *testing.T) {
 			if tt.env != "" {
 				env["RAYSTEP_NAMESPACE"] = tt.env
 			}
-			step, _, _ := resolveFor(t, testApp(t, env), runOptions{backend: "kuberay", namespace: tt.flag}, tt.profile, tt.set...)
+			step, _, _ := resolveFor(t, testApp(t, env), "kuberay", tt.flag, tt.profile, tt.set...)
 			if step.Namespace != tt.want {
 				t.Errorf("namespace %q, want %q", step.Namespace, tt.want)
 			}
@@ -133,7 +145,7 @@ func TestLocalBackendResolvesTheStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			step, b, notices := resolveFor(t, testApp(t, tt.env), runOptions{backend: "local"}, "ml-ads", "spec.teardown="+tt.teardown)
+			step, b, notices := resolveFor(t, testApp(t, tt.env), "local", "", "ml-ads", "spec.teardown="+tt.teardown)
 			got := []any{step.Shape, step.Teardown, step.GPUType, step.GPUCount, step.Namespace, notices}
 			want := []any{tt.wantShape, tt.wantPolicy, "", 0, "", tt.wantNotices}
 			if diff := cmp.Diff(want, got); diff != "" {

@@ -36,12 +36,13 @@ type app struct {
 	version string
 	// logFormat is run's --log-format; empty means RAYSTEP_LOG_FORMAT.
 	logFormat string
-	// newFleets, when set, replaces the backends ls and gc ask (fleets):
+	// newFleets, when set, replaces the backends ls, gc and down
+	// --dagster-run-id ask (fleets):
 	// tests give fakes.
 	newFleets func(cmd *cobra.Command, name string) ([]fleet.Fleet, error)
-	// newKeeper, when set, replaces the interactive clusters down asks
-	// (keeper): tests give a fake.
-	newKeeper func(cmd *cobra.Command, name string) (fleet.Keeper, error)
+	// newSite, when set, replaces the backend up, down, dashboard,
+	// notebook and run talk to (site): tests give a fake.
+	newSite func(cmd *cobra.Command, what string) (site, error)
 }
 
 // run is raystep's whole life after main: it parses args, runs one command

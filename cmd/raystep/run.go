@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/progress"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
-	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -23,7 +23,7 @@ const pollInterval = 500 * time.Millisecond
 
 // runOptions are run's flags.
 type runOptions struct {
-	file, backend, namespace    string
+	file, namespace             string
 	cluster                     string // --cluster: an interactive cluster to borrow
 	runCluster                  string // --run-cluster: the run's cluster section
 	set                         []string
@@ -96,9 +96,9 @@ raystep gone and kills every process of the head and the job.
 			return a.runStep(cmd.Context(), cmd, o)
 		},
 	}
+	addBackendFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec to run, - for stdin (required)")
-	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
@@ -126,7 +126,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 		Connect:         a.connector().Connect,
 		Stdout:          a.stdout,
 		EncodeBootstrap: pipes.EncodeBootstrap,
-		Abort:           abortOf(ctx),
+		Abort:           fleet.Abort(ctx),
 		PollInterval:    pollInterval,
 	}
 	if sess.Active() {
@@ -197,13 +197,17 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 	if err := checkReuse(spec, o); err != nil {
 		return runner.Step{}, nil, err
 	}
-	step, b, err := a.newBackend(o, spec, profile, step)
-	_, onKubeRay := b.(*kuberay.Backend)
-	switch {
-	case err == nil && o.cluster != "" && onKubeRay: // the local backend borrowed in newBackend
-		err = a.borrow(cmd.Context(), b, &step, o.cluster)
-	case err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun:
-		err = a.runScoped(cmd.Context(), b, &step, spec, profile)
+	s, err := a.site(cmd, "run --backend kuberay")
+	if err != nil {
+		return runner.Step{}, nil, err
+	}
+	step, b, err := s.Place(cmd.Context(), step, fleet.Placement{Spec: spec, Profile: profile, Cluster: o.cluster})
+	if err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun && step.Dagster.RunID == "" {
+		// A step run from a shell is a run of one step: it shares its
+		// cluster with nobody, and no run-status sensor would ever remove
+		// a cluster it left behind, so it gets one of its own.
+		step.Notices = append(step.Notices, "spec.cluster.reuse is run, but the step is not part of a Dagster run: "+
+			"it gets a cluster of its own, deleted at its end")
 	}
 	return step, b, err
 }
@@ -258,18 +262,14 @@ type shownError struct{ err error }
 func (e *shownError) Error() string { return e.err.Error() }
 func (e *shownError) Unwrap() error { return e.err }
 
-// abortKey carries the channel a second signal closes.
-type abortKey struct{}
-
-// withAbort returns ctx carrying abort.
-func withAbort(ctx context.Context, abort <-chan struct{}) context.Context {
-	return context.WithValue(ctx, abortKey{}, abort)
-}
-
-// abortOf returns the abort channel of ctx; nil (never closed) without one.
-func abortOf(ctx context.Context) <-chan struct{} {
-	ch, _ := ctx.Value(abortKey{}).(<-chan struct{})
-	return ch
+// checkReuse refuses spec.cluster.reuse: run beside --cluster NAME: the
+// step would be told to run on two clusters.
+func checkReuse(spec *schemas.Spec, o runOptions) error {
+	if spec.Spec.Cluster.Reuse == schemas.ReuseRun && o.cluster != "" {
+		return &usageError{fmt.Errorf("run --cluster %s: %s: spec.cluster.reuse is run, which shares the run's own cluster: "+
+			"drop --cluster or set spec.cluster.reuse=step", o.cluster, spec.File)}
+	}
+	return nil
 }
 
 // eventSink returns where a standalone step's events are shown on w, in

@@ -1,40 +1,28 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"sync"
+	"os"
+	"os/user"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/raystep/raystep/fleet"
 	"github.com/spf13/cobra"
-
-	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/schemas"
 )
-
-// upTeardownTimeout bounds deleting a cluster up created and then gave
-// up on (not ready, or cancelled).
-const upTeardownTimeout = 2 * time.Minute
 
 // upOptions are up's flags.
 type upOptions struct {
-	file, backend, namespace string
-	gpu, memory, cpus        string
-	workers                  int32
-	name, owner              string
-	ttl                      time.Duration
-	notebook                 bool
-	set                      []string
-	now                      func() time.Time
-	// local: up runs on the local backend, where no flag shapes workers.
-	local bool
+	file, namespace   string
+	gpu, memory, cpus string
+	workers           int32
+	name, owner       string
+	ttl               time.Duration
+	notebook          bool
+	set               []string
 }
 
 func (a *app) upCommand() *cobra.Command {
-	o := upOptions{now: time.Now}
+	var o upOptions
 	cmd := &cobra.Command{
 		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR] [--notebook]",
 		Short: "Bring up an interactive Ray cluster for a person, until it expires",
@@ -83,9 +71,9 @@ starts a Jupyter server on the head (see raystep notebook).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.up(cmd, o) },
 	}
+	addBackendFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec whose cluster section to start from")
-	f.StringVar(&o.backend, "backend", "", "local or kuberay (default $RAYSTEP_BACKEND, else local)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's; KubeRay only)")
 	f.StringVar(&o.gpu, "gpu", "", "GPU type of the workers, a gpuTypes key of the profile (KubeRay only)")
 	f.Int32Var(&o.workers, "workers", 1, "number of workers (KubeRay only)")
@@ -99,167 +87,46 @@ starts a Jupyter server on the head (see raystep notebook).`,
 	return cmd
 }
 
-// up checks everything it can before creating anything, then creates (or
-// extends) the cluster, waits until it is ready and tells the user how to
-// use it. A cluster it created and that never got ready, or whose wait a
-// signal cut short, is deleted before up returns.
+// up hands the flags to the backend's Keeper, which checks all of them
+// before it makes anything (fleet.Keeper.Up).
 func (a *app) up(cmd *cobra.Command, o upOptions) error {
-	switch b := firstNonEmpty(o.backend, a.cfg.Backend); b {
-	case "kuberay":
-	case "local":
-		o.local = true
-		return a.upLocal(cmd, o)
-	default:
-		return &usageError{fmt.Errorf("--backend %q: want local or kuberay", b)}
+	s, err := a.site(cmd, "up")
+	if err != nil {
+		return err
 	}
 	profile, err := a.profile(cmd)
 	if err != nil {
 		return err
 	}
-	ttl, err := upTTL(cmd, o, profile)
-	if err != nil {
-		return err
-	}
-	spec, err := a.upSpec(cmd, o, profile)
-	if err != nil {
-		return err
-	}
-	a.warn(spec.Warnings)
-	clients, kc, err := a.kube("up")
-	if err != nil {
-		return err
-	}
-	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
-		Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: clients.Namespace})
-	rc, err := kuberay.BuildCluster(spec, profile, ns, o.now().Add(ttl))
-	if err != nil {
-		return err
-	}
-	i := &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Token: a.cfg.DashboardToken,
-		UnschedulableGrace: kc.UnschedulableGrace, Notify: a.notices()}
-	ctx := cmd.Context()
-	upped, err := i.Up(ctx, rc)
-	if upped.Created && upped.Cluster.UID != "" {
-		fmt.Fprintf(a.stderr, "RayCluster %s/%s created (%s), expires %s: waiting until it is ready\n",
-			ns, rc.Name, spec.Spec.Cluster.Shape(), rc.Annotations[kuberay.AnnotationExpires])
-	}
-	if err == nil {
-		err = a.awaitUp(ctx, i, &upped, spec.Spec.Timeouts.Provision)
-	}
-	if err != nil {
-		if upped.Created {
-			return a.undoUp(ctx, i, upped.Cluster, err)
-		}
-		return err
-	}
-	if err := a.printUp(i, clients.InCluster && kc.InCluster, upped, ttl); err != nil || !o.notebook {
-		return err
-	}
-	return a.upNotebook(ctx, a.reachedUp(i, clients, kc, upped.Cluster), profile)
+	return s.Up(cmd.Context(), fleet.UpRequest{
+		File: o.file, Set: o.set, Name: o.name, Owner: o.owner, DefaultOwner: a.defaultOwner,
+		GPU: o.gpu, CPUs: o.cpus, Memory: o.memory, Workers: o.workers, TTL: o.ttl, Notebook: o.notebook,
+		Given: cmd.Flags().Changed, Profile: profile,
+	})
 }
 
-// upTTL is --ttl, else the profile's default, checked against the
-// profile's maximum.
-func upTTL(cmd *cobra.Command, o upOptions, profile *schemas.Profile) (time.Duration, error) {
-	def, limit := profile.Spec.Interactive.TTLs()
-	if !cmd.Flags().Changed("ttl") {
-		return def, nil
+// defaultOwner is the owner of a cluster up makes from flags without
+// --owner: $USER, else the login name.
+func (a *app) defaultOwner() (owner, from string, err error) {
+	if a.cfg.User != "" {
+		return a.cfg.User, "$USER " + a.cfg.User, nil
 	}
+	name, err := loginName()
+	if err != nil {
+		return "", "", &usageError{fmt.Errorf("up: --owner WHO is required: USER is unset and %v", err)}
+	}
+	return name, "the login name " + name + " (USER is unset)", nil
+}
+
+// loginName is the name the OS gives the user raystep runs as (a root
+// shell, a container, a cron job: where USER is unset); tests replace it.
+var loginName = func() (string, error) {
+	u, err := user.Current()
 	switch {
-	case o.ttl <= 0:
-		return 0, &usageError{fmt.Errorf("up: --ttl %s: must be positive", o.ttl)}
-	case o.ttl > limit:
-		return 0, &usageError{fmt.Errorf("up: --ttl %s: longer than %s, the maximum of profile %s (spec.interactive.ttl.max)",
-			o.ttl, limit, profile.Metadata.Name)}
+	case err != nil:
+		return "", fmt.Errorf("user ID %d has no name here (%v)", os.Getuid(), err)
+	case u.Username == "":
+		return "", fmt.Errorf("user ID %d has no name here", os.Getuid())
 	}
-	return o.ttl, nil
-}
-
-// awaitUp waits until the cluster is ready, at most timeouts.provision,
-// and keeps the ready RayCluster in upped.
-func (a *app) awaitUp(ctx context.Context, i *kuberay.Interactive, upped *kuberay.Upped, timeout time.Duration) error {
-	if !upped.Created {
-		fmt.Fprintf(a.stderr, "RayCluster %s/%s exists: expiry moved from %s to %s, the rest of it left as it is\n", upped.Cluster.Namespace,
-			upped.Cluster.Name, upped.Previous, upped.Cluster.Annotations[kuberay.AnnotationExpires])
-	}
-	late := fmt.Errorf("RayCluster %s/%s: not ready within timeouts.provision (%s)", upped.Cluster.Namespace, upped.Cluster.Name, timeout)
-	wctx, cancel := context.WithTimeoutCause(ctx, timeout, late)
-	defer cancel()
-	rc, err := i.AwaitReady(wctx, upped.Cluster)
-	if err != nil {
-		return err
-	}
-	upped.Cluster = rc
-	return nil
-}
-
-// undoUp deletes the cluster up created and gave up on, within
-// upTeardownTimeout (a second signal stops waiting), and returns cause
-// with the delete's error, if any.
-func (a *app) undoUp(ctx context.Context, i *kuberay.Interactive, rc *rayv1.RayCluster, cause error) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upTeardownTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-abortOf(ctx):
-			cancel()
-		case <-dctx.Done():
-		}
-	}()
-	if err := i.Delete(dctx, rc.Namespace, rc.Name, rc.UID); err != nil {
-		return errors.Join(cause, fmt.Errorf("delete the RayCluster up created: %w", err))
-	}
-	fmt.Fprintf(a.stderr, "RayCluster %s/%s deleted\n", rc.Namespace, rc.Name)
-	return cause
-}
-
-// notices prints what the watches report on stderr, one line each, from
-// any goroutine.
-func (a *app) notices() kuberay.Notify {
-	var mu sync.Mutex
-	return func(level, msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if level == "WARNING" {
-			msg = "warning: " + msg
-		}
-		fmt.Fprintln(a.stderr, msg)
-	}
-}
-
-// printUp tells the user the ready cluster's name, dashboard and how to
-// use it, on stdout.
-func (a *app) printUp(i *kuberay.Interactive, inCluster bool, upped kuberay.Upped, ttl time.Duration) error {
-	rc := upped.Cluster
-	w := a.stdout
-	url := a.cfg.DashboardURL
-	if url == "" {
-		url = kuberay.ClusterDashboardURL(rc)
-	}
-	fmt.Fprintf(w, "RayCluster %s/%s is ready; it expires %s (in %s).\n", rc.Namespace, rc.Name, rc.Annotations[kuberay.AnnotationExpires], ttl)
-	fmt.Fprintf(w, "Dashboard: %s\n", url)
-	if a.cfg.DashboardURL == "" && !inCluster {
-		fmt.Fprintf(w, "  from outside the cluster: kubectl port-forward -n %s svc/%s %d:%d, then http://127.0.0.1:%d\n",
-			rc.Namespace, headService(rc), 8265, 8265, 8265)
-	}
-	fmt.Fprintf(w, "Use it:\n  RAY_ADDRESS=%s ray job submit --working-dir . -- python train.py\n", url)
-	if export := rayTokenExport(i, rc); export != "" {
-		fmt.Fprintf(w, "  with the cluster's Ray token (Secret %s/%s):\n    %s\n", rc.Namespace, upped.Secret, export)
-	}
-	printRunHint(w, rc)
-	fmt.Fprintf(w, "Delete it: raystep down %s -n %s (raystep gc deletes it once it expired)\n", rc.Name, rc.Namespace)
-	return nil
-}
-
-// printRunHint says how to run a step on the cluster.
-func printRunHint(w io.Writer, rc *rayv1.RayCluster) {
-	fmt.Fprintf(w, "  raystep run --backend kuberay --namespace %s --cluster %s -f step.yaml\n", rc.Namespace, rc.Name)
-}
-
-// headService names the head service of rc.
-func headService(rc *rayv1.RayCluster) string {
-	if s := rc.Status.Head.ServiceName; s != "" {
-		return s
-	}
-	return rc.Name + "-head-svc"
+	return u.Username, nil
 }

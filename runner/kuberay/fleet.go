@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,6 +30,8 @@ type Fleet struct {
 	// Warn tells what gc did other than it should: the API server's clock
 	// could not be read, so this machine's judged the heartbeats.
 	Warn func(string)
+	// Notify receives what the watches of a delete report.
+	Notify Notify
 }
 
 var _ fleet.Fleet = (*Fleet)(nil)
@@ -133,4 +136,38 @@ func (f *Fleet) serverNow(ctx context.Context, clients *Clients, ns string, leas
 		return now
 	}
 	return t
+}
+
+// DownRun deletes the run-scoped RayClusters of the Dagster run runID at
+// once and waits for each. Only a command that asked for Kubernetes
+// (Required, the backend kuberay) looks: a step makes run-scoped
+// RayClusters only there.
+func (f *Fleet) DownRun(ctx context.Context, scope fleet.Scope, runID string, gone func(string)) error {
+	if !f.Required {
+		return fleet.ErrNotHere
+	}
+	clients, ns, err := f.Reach(scope)
+	if err != nil {
+		return err
+	}
+	i := &Interactive{Kube: clients.Kube, Ray: clients.Ray, Notify: f.Notify}
+	found, err := ListRunClusters(ctx, i, ns, runID)
+	if err != nil {
+		return fmt.Errorf("down --dagster-run-id %s: %w", runID, err)
+	}
+	errs := make([]error, len(found))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k := range found {
+		rc := &found[k]
+		wg.Go(func() {
+			if errs[k] = i.Delete(ctx, rc.Namespace, rc.Name, rc.UID); errs[k] == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				gone("RayCluster " + rc.Namespace + "/" + rc.Name + " deleted")
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

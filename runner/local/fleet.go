@@ -132,3 +132,21 @@ func (f *Fleet) GC(ctx context.Context, scope fleet.Scope, o fleet.GCOptions, li
 	}
 	return err
 }
+
+// DownRun stops the run-scoped private heads of the Dagster run runID.
+// They have no namespace, and the run id alone names them: a namespace in
+// the scope (the Dagster resource's, for its KubeRay steps) leaves them
+// in.
+func (f *Fleet) DownRun(ctx context.Context, _ fleet.Scope, runID string, gone func(string)) error {
+	if f.Clusters == nil {
+		return fleet.ErrNotHere
+	}
+	names, err := f.Clusters.DownRun(ctx, runID)
+	for _, n := range names {
+		gone("private head " + n + " deleted")
+	}
+	if err != nil {
+		return fmt.Errorf("down --dagster-run-id %s: %w", runID, err)
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import "testing"
 
@@ -15,8 +15,8 @@ func TestDefaultClusterName(t *testing.T) {
 		{"x-------------------------------------------y", "ray-x"},
 	}
 	for _, tt := range tests {
-		if got := defaultClusterName(tt.owner); got != tt.want {
-			t.Errorf("defaultClusterName(%q) = %q, want %q", tt.owner, got, tt.want)
+		if got := DefaultClusterName(tt.owner); got != tt.want {
+			t.Errorf("DefaultClusterName(%q) = %q, want %q", tt.owner, got, tt.want)
 		}
 	}
 }

@@ -1,13 +1,11 @@
-package main
+package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"strings"
-
-	"github.com/spf13/cobra"
+	"time"
 
 	"github.com/raystep/raystep/schemas"
 )
@@ -40,29 +38,31 @@ spec:
 // about its value name it.
 type upOverride struct{ set, flag string }
 
-// upSpec loads -f SPEC (or upBase) with the flags applied as overrides,
+// Spec loads -f SPEC (or upBase) with the flags applied as overrides,
 // validated as `validate` validates a spec: problems come back as one
-// *schemas.ValidationErrors, naming the flag that gave the value.
-func (a *app) upSpec(cmd *cobra.Command, o upOptions, profile *schemas.Profile) (*schemas.Spec, error) {
-	if o.file == "-" {
-		return nil, &usageError{errors.New("up: -f -: read the spec from a file")}
+// *schemas.ValidationErrors, naming the flag that gave the value. With
+// workers false no flag shapes worker groups (a backend whose cluster is
+// one head).
+func (r UpRequest) Spec(ctx context.Context, workers bool) (*schemas.Spec, error) {
+	if r.File == "-" {
+		return nil, Usage("up: -f -: read the spec from a file")
 	}
 	load := func(set []string) (*schemas.Spec, error) {
-		opts := schemas.LoadOptions{Set: set, Profile: profile}
-		if o.file == "" {
+		opts := schemas.LoadOptions{Set: set, Profile: r.Profile}
+		if r.File == "" {
 			return schemas.Parse(upFlagsSpecName, upBase, opts)
 		}
-		return schemas.LoadContext(cmd.Context(), o.file, opts)
+		return schemas.LoadContext(ctx, r.File, opts)
 	}
-	base, err := load(o.set)
+	base, err := load(r.Set)
 	if err != nil {
 		return nil, err
 	}
-	overrides, err := a.upOverrides(cmd, o, base)
+	overrides, err := r.overrides(base, workers)
 	if err != nil {
 		return nil, err
 	}
-	set := append([]string(nil), o.set...)
+	set := append([]string(nil), r.Set...)
 	for _, ov := range overrides {
 		set = append(set, ov.set)
 	}
@@ -74,63 +74,59 @@ func (a *app) upSpec(cmd *cobra.Command, o upOptions, profile *schemas.Profile) 
 	return spec, err
 }
 
-// upOverrides turns up's flags into overrides of base: name and owner,
-// and the first worker group (made when base has none and a worker flag
-// asks for one).
-func (a *app) upOverrides(cmd *cobra.Command, o upOptions, base *schemas.Spec) ([]upOverride, error) {
+// overrides turns up's flags into overrides of base: name and owner,
+// and, with workers, the first worker group (made when base has none and
+// a worker flag asks for one).
+func (r UpRequest) overrides(base *schemas.Spec, workers bool) ([]upOverride, error) {
 	var out []upOverride
 	add := func(path, value, flag string) {
 		out = append(out, upOverride{set: path + "=" + value, flag: flag})
 	}
-	owner := o.owner
+	owner := r.Owner
 	switch {
 	case owner != "":
 		add("metadata.owner", owner, "--owner "+owner)
-	case o.file == "" && a.cfg.User != "":
-		owner = a.cfg.User
-		add("metadata.owner", owner, "$USER "+owner)
-	case o.file == "":
-		name, err := loginName()
+	case r.File == "":
+		who, from, err := r.DefaultOwner()
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("up: --owner WHO is required: USER is unset and %v", err)}
+			return nil, err
 		}
-		owner = name
-		add("metadata.owner", owner, "the login name "+owner+" (USER is unset)")
+		owner = who
+		add("metadata.owner", owner, from)
 	default:
 		owner = base.Metadata.Owner
 	}
 	switch {
-	case o.name != "":
-		add("metadata.name", o.name, "--name "+o.name)
-	case o.file == "":
-		name := defaultClusterName(owner)
+	case r.Name != "":
+		add("metadata.name", r.Name, "--name "+r.Name)
+	case r.File == "":
+		name := DefaultClusterName(owner)
 		add("metadata.name", name, fmt.Sprintf("the name %s made from the owner (pass --name)", name))
 	}
-	f := cmd.Flags()
-	if o.local {
-		return out, nil // no flag shapes workers of a local cluster (upLocal)
+	if !workers {
+		return out, nil
 	}
-	workerFlags := f.Changed("gpu") || f.Changed("workers") || f.Changed("cpus") || f.Changed("memory")
+	workerFlags := r.given("gpu") || r.given("workers") || r.given("cpus") || r.given("memory")
 	if workerFlags && len(base.Spec.Cluster.Workers) == 0 {
 		group := "cpu"
-		if o.gpu != "" {
+		if r.GPU != "" {
 			group = "gpu"
 		}
 		add("spec.cluster.workers", fmt.Sprintf(`[{name: %s, cpus: "%s", memory: %s}]`, group, upWorkerCPUs, upWorkerMemory),
 			"the worker group --gpu, --workers, --cpus or --memory asked for")
 	}
 	w := "spec.cluster.workers.0."
-	if f.Changed("gpu") {
-		add(w+"gpuType", o.gpu, "--gpu "+o.gpu)
+	if r.given("gpu") {
+		add(w+"gpuType", r.GPU, "--gpu "+r.GPU)
 	}
-	if f.Changed("workers") {
-		add(w+"replicas", fmt.Sprint(o.workers), fmt.Sprintf("--workers %d", o.workers))
+	if r.given("workers") {
+		add(w+"replicas", fmt.Sprint(r.Workers), fmt.Sprintf("--workers %d", r.Workers))
 	}
-	if f.Changed("cpus") {
-		add(w+"cpus", o.cpus, "--cpus "+o.cpus)
+	if r.given("cpus") {
+		add(w+"cpus", r.CPUs, "--cpus "+r.CPUs)
 	}
-	if f.Changed("memory") {
-		add(w+"memory", o.memory, "--memory "+o.memory)
+	if r.given("memory") {
+		add(w+"memory", r.Memory, "--memory "+r.Memory)
 	}
 	return out, nil
 }
@@ -147,9 +143,9 @@ func blameFlags(ve *schemas.ValidationErrors, overrides []upOverride) {
 	}
 }
 
-// defaultClusterName is the cluster name of an owner who names none:
+// DefaultClusterName is the cluster name of an owner who names none:
 // "ray-" and the owner as a DNS-1035 label, at most 40 characters.
-func defaultClusterName(owner string) string {
+func DefaultClusterName(owner string) string {
 	var b strings.Builder
 	b.WriteString("ray-")
 	for _, c := range strings.ToLower(owner) {
@@ -166,15 +162,18 @@ func defaultClusterName(owner string) string {
 	return strings.TrimRight(name, "-")
 }
 
-// loginName is the name the OS gives the user raystep runs as (a root
-// shell, a container, a cron job: where USER is unset); tests replace it.
-var loginName = func() (string, error) {
-	u, err := user.Current()
+// Lifetime is --ttl, else the profile's default, checked against the
+// profile's maximum.
+func (r UpRequest) Lifetime() (time.Duration, error) {
+	def, limit := r.Profile.Spec.Interactive.TTLs()
 	switch {
-	case err != nil:
-		return "", fmt.Errorf("user ID %d has no name here (%v)", os.Getuid(), err)
-	case u.Username == "":
-		return "", fmt.Errorf("user ID %d has no name here", os.Getuid())
+	case !r.given("ttl"):
+		return def, nil
+	case r.TTL <= 0:
+		return 0, Usage(fmt.Sprintf("up: --ttl %s: must be positive", r.TTL))
+	case r.TTL > limit:
+		return 0, Usage(fmt.Sprintf("up: --ttl %s: longer than %s, the maximum of profile %s (spec.interactive.ttl.max)",
+			r.TTL, limit, r.Profile.Metadata.Name))
 	}
-	return u.Username, nil
+	return r.TTL, nil
 }
