@@ -89,7 +89,8 @@ func (a *app) localSite(cmd *cobra.Command) *local.Site {
 	return &local.Site{
 		Open: a.localClusters, StateDir: a.localStateDir, RayBin: a.rayBin, Given: cmd.Flags().Changed,
 		Address: a.cfg.RayAddress, DashboardURL: firstNonEmpty(a.cfg.DashboardURL, a.cfg.RayAPIServerAddress),
-		Token: a.cfg.clusterToken, Logger: a.localLog(), UserAgent: a.userAgent(), Streams: a.streams(),
+		Tokens: local.TokenSources{Raystep: a.cfg.DashboardToken, Env: a.cfg.RayAuthToken, Path: a.cfg.RayAuthTokenPath, Home: a.cfg.Home},
+		Logger: a.localLog(), UserAgent: a.userAgent(), Streams: a.streams(),
 	}
 }
 

@@ -2,12 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
@@ -34,7 +29,7 @@ type config struct {
 	// DashboardToken is a bearer token for the dashboard (Ray token auth).
 	DashboardToken string `env:"RAYSTEP_DASHBOARD_TOKEN"`
 	// RayAuthToken, RayAuthTokenPath and Home are where Ray's own tools
-	// find a cluster's token; see clusterToken.
+	// find a cluster's token; see local.TokenSources.
 	RayAuthToken     string `env:"RAY_AUTH_TOKEN"`
 	RayAuthTokenPath string `env:"RAY_AUTH_TOKEN_PATH"`
 	Home             string `env:"HOME"`
@@ -73,50 +68,4 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 		return nil, &usageError{fmt.Errorf("read RAYSTEP_* environment: %w", err)}
 	}
 	return &c, nil
-}
-
-// clusterToken returns the token for an existing Ray cluster and where it
-// came from: RAYSTEP_DASHBOARD_TOKEN, else what Ray's own tools use, in
-// their order: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names,
-// ~/.ray/auth_token (first line, trimmed). Like Ray, it fails when
-// RAY_AUTH_TOKEN_PATH names a file that is missing or empty, and finds no
-// token when ~/.ray/auth_token is missing.
-func (c *config) clusterToken() (token, from string, err error) {
-	switch {
-	case c.DashboardToken != "":
-		return c.DashboardToken, "RAYSTEP_DASHBOARD_TOKEN", nil
-	case strings.TrimSpace(c.RayAuthToken) != "":
-		return strings.TrimSpace(c.RayAuthToken), "RAY_AUTH_TOKEN", nil
-	case c.RayAuthTokenPath != "":
-		from = "RAY_AUTH_TOKEN_PATH=" + c.RayAuthTokenPath
-		token, err = readToken(c.RayAuthTokenPath)
-		if err == nil && token == "" {
-			err = errors.New("the file is empty")
-		}
-		if err != nil {
-			return "", "", &usageError{fmt.Errorf("read the ray auth token of %s: %w", from, err)}
-		}
-		return token, from, nil
-	case c.Home != "":
-		from = filepath.Join(c.Home, ".ray", "auth_token")
-		token, err = readToken(from)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", "", nil
-		}
-		if err != nil {
-			return "", "", &usageError{fmt.Errorf("read the ray auth token: %w", err)}
-		}
-		return token, from, nil
-	}
-	return "", "", nil
-}
-
-// readToken returns the first line of the file at path, trimmed.
-func readToken(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	first, _, _ := strings.Cut(string(data), "\n")
-	return strings.TrimSpace(first), nil
 }

@@ -48,10 +48,9 @@ type Site struct {
 	Given func(flag string) bool
 	// Address and DashboardURL name an existing cluster a step runs on
 	// instead of a private head (RAY_ADDRESS, RAY_API_SERVER_ADDRESS,
-	// RAYSTEP_DASHBOARD_URL); Token returns its token and where it came
-	// from.
+	// RAYSTEP_DASHBOARD_URL); Tokens are where its token is found.
 	Address, DashboardURL string
-	Token                 func() (token, from string, err error)
+	Tokens                TokenSources
 	// Logger logs the heads' starts and stops.
 	Logger *zap.Logger
 	// UserAgent is sent to the dashboards.
@@ -218,7 +217,6 @@ func (s *Site) Down(ctx context.Context, names []string, gone func(string)) erro
 	}
 	return errors.Join(errs...)
 }
-
 
 // running returns the running local cluster name, for what (dashboard,
 // notebook, ui): an unknown name is ErrNotFound, as for down.
@@ -433,7 +431,7 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 		if err := CheckAddress(b.DashboardURL, b.Address); err != nil {
 			return runner.Step{}, nil, fleet.Usage(err.Error())
 		}
-		if b.Token, b.TokenFrom, err = s.Token(); err != nil {
+		if b.Token, b.TokenFrom, err = s.Tokens.Find(); err != nil {
 			return runner.Step{}, nil, err
 		}
 		step.GPUType, step.GPUCount, step.Shape = "", 0, "existing ray cluster"

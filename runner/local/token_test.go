@@ -1,18 +1,18 @@
-package main
+package local
 
 import (
-	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/sethvargo/go-envconfig"
+	"github.com/raystep/raystep/fleet"
 )
 
-// TestClusterToken checks where an existing cluster's token is found: raystep's
+// TestTokenSources checks where an existing cluster's token is found: raystep's
 // own variable first, then Ray's sources in Ray's order.
-func TestClusterToken(t *testing.T) {
+func TestTokenSources(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".ray"), 0o700); err != nil {
@@ -44,13 +44,10 @@ func TestClusterToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(tt.env))
-			if err != nil {
-				t.Fatal(err)
-			}
-			token, from, err := cfg.clusterToken()
-			if got := asType[*usageError](err); got != tt.wantUsage {
-				t.Fatalf("clusterToken error = %v, want a usage error: %v", err, tt.wantUsage)
+			e := tt.env
+			token, from, err := TokenSources{Raystep: e["RAYSTEP_DASHBOARD_TOKEN"], Env: e["RAY_AUTH_TOKEN"], Path: e["RAY_AUTH_TOKEN_PATH"], Home: e["HOME"]}.Find()
+			if got := errors.Is(err, fleet.ErrUsage); got != tt.wantUsage {
+				t.Fatalf("Find error = %v, want a usage error: %v", err, tt.wantUsage)
 			}
 			if diff := cmp.Diff([]string{tt.wantToken, tt.from}, []string{token, from}); diff != "" {
 				t.Errorf("token and source (-want +got):\n%s", diff)
