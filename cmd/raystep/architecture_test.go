@@ -10,12 +10,13 @@ import (
 	"testing"
 )
 
-// TestArchitectureNamesEveryPackage: docs/architecture.md, the package map
-// a newcomer reads first, names every Go package of the tree in its
-// tables, and no package that is gone.
+// TestArchitectureNamesEveryPackage: the README's "How it is built", one
+// line a package, and docs/architecture.md, the package map a newcomer
+// reads next, name every Go package of the tree in their tables, and no
+// package that is gone.
 func TestArchitectureNamesEveryPackage(t *testing.T) {
 	t.Parallel()
-	const root, page = "../..", "../../docs/architecture.md"
+	const root = "../.."
 	var pkgs []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -39,24 +40,42 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(page)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := map[string]bool{}
-	for _, row := range regexp.MustCompile(`(?m)^\| ([^|]+) \|`).FindAllStringSubmatch(string(text), -1) {
-		for _, m := range regexp.MustCompile("`([a-z][a-z0-9_/.-]*)`").FindAllStringSubmatch(row[1], -1) {
-			named[m[1]] = true
-		}
+	section, ok := strings.CutPrefix(string(readme[strings.Index(string(readme), "\n## How it is built\n")+1:]), "## How it is built\n")
+	if !ok {
+		t.Fatal("README.md has no section \"How it is built\"")
 	}
-	for _, p := range pkgs {
-		if !named[p] {
-			t.Errorf("%s names no package %s: add a row that says what it owns", page, p)
-		}
+	section, _, _ = strings.Cut(section, "\n## ")
+	arch, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for p := range named {
-		if !slices.Contains(pkgs, p) {
-			t.Errorf("%s names package %s, which is not in the tree", page, p)
+	for _, page := range []struct {
+		name, text string
+		oneEach    bool
+	}{{"README.md's How it is built", section, true}, {"docs/architecture.md", string(arch), false}} {
+		named := map[string]bool{}
+		for _, row := range regexp.MustCompile(`(?m)^\| ([^|]+) \|`).FindAllStringSubmatch(page.text, -1) {
+			names := regexp.MustCompile("`([a-z][a-z0-9_/.-]*)`").FindAllStringSubmatch(row[1], -1)
+			if page.oneEach && len(names) > 1 {
+				t.Errorf("%s: row %q names %d packages, want one line each", page.name, row[1], len(names))
+			}
+			for _, m := range names {
+				named[m[1]] = true
+			}
+		}
+		for _, p := range pkgs {
+			if !named[p] {
+				t.Errorf("%s names no package %s: add a row that says what it owns", page.name, p)
+			}
+		}
+		for p := range named {
+			if !slices.Contains(pkgs, p) {
+				t.Errorf("%s names package %s, which is not in the tree", page.name, p)
+			}
 		}
 	}
 }
