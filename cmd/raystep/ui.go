@@ -75,10 +75,7 @@ func (a *app) ui(cmd *cobra.Command, o uiOptions) error {
 	if err != nil {
 		return err
 	}
-	mine, err := a.uiLocal(ctx, scope)
-	if err != nil {
-		return err
-	}
+	mine := a.uiLocal(ctx, scope)
 	switch err := mine.Sync(store); {
 	case errors.Is(err, fleet.ErrNotHere):
 	case err != nil:
@@ -129,17 +126,20 @@ func (a *app) watchKube(cmd *cobra.Command, scope fleet.Scope, store *ui.Store) 
 }
 
 // uiLocal is this machine's heads and steps in scope, as the page
-// follows them.
-func (a *app) uiLocal(ctx context.Context, scope fleet.Scope) (*ui.Local, error) {
-	mine, err := a.localFleet()
-	if err != nil {
-		return nil, fmt.Errorf("ui: read the local heads: %w", err)
-	}
-	l := &ui.Local{List: func() ([]fleet.Record, error) { return mine.List(ctx, scope) }, Warn: func(msg string) { a.log.Warn(msg) }}
+// follows them. The fleet is made again at each read: a state dir that
+// did not exist at the start (no up yet) has clusters later.
+func (a *app) uiLocal(ctx context.Context, scope fleet.Scope) *ui.Local {
+	l := &ui.Local{Warn: func(msg string) { a.log.Warn(msg) }, List: func() ([]fleet.Record, error) {
+		mine, err := a.localFleet()
+		if err != nil {
+			return nil, fmt.Errorf("read the local heads: %w", err)
+		}
+		return mine.List(ctx, scope)
+	}}
 	if dir, err := a.localStateDir(); err == nil {
 		l.Dirs = []string{dir, local.StepsDir(dir)}
 	}
-	return l, nil
+	return l
 }
 
 // uiHeads is how raystep ui reaches the dashboards of the clusters it
