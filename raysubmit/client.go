@@ -77,7 +77,8 @@ type Client struct {
 	HTTP *retryablehttp.Client
 	// Logger receives the client's own logs.
 	Logger *zap.Logger
-	// PollInterval is how often Wait and Follow poll the job status.
+	// PollInterval is how often Wait polls the job status, and the longest
+	// Follow waits between two polls (see nextPoll).
 	PollInterval time.Duration
 	// ReconnectWait is Follow's pause before it tries again after a failed
 	// try or a dropped log stream; it doubles while tries keep failing, up

@@ -36,7 +36,7 @@ type Outage struct {
 // counts the bytes it has delivered and, after a dropped connection,
 // reconnects and discards that many bytes before writing again: no byte is
 // repeated or skipped. Once the job is terminal (the tail ends, or a status
-// poll every PollInterval says so) Follow reads the full log once,
+// poll says so) Follow reads the full log once,
 // streaming it, and writes whatever the tail has not delivered: the tail
 // can miss the end of the log, and it sends ten lines per frame, so a
 // finished job's backlog comes much faster this way. Memory use does not
@@ -59,7 +59,7 @@ type Outage struct {
 // its connection closes). With the defaults a dead dashboard ends Follow
 // within 1s + 3m.
 func (c *Client) Follow(ctx context.Context, id string, w io.Writer, onOutage func(Outage)) (int64, error) {
-	f := &follower{c: c, id: id, sw: &skipWriter{w: w}, onOutage: onOutage}
+	f := &follower{c: c, id: id, sw: &skipWriter{w: w}, onOutage: onOutage, start: time.Now()}
 	for {
 		err := f.try(ctx)
 		if err == nil {
@@ -101,6 +101,7 @@ type follower struct {
 	last     error     // the outage's last failure
 	reported bool      // onOutage heard of the current outage
 	fails    int       // tries in a row that delivered nothing, for the backoff
+	start    time.Time // when Follow began, about when the job was submitted
 }
 
 // tryError is a failed try of Follow that another try may cure: the

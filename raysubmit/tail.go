@@ -44,18 +44,36 @@ func (f *follower) tail(ctx context.Context) error {
 	return err
 }
 
-// poll asks for the job's status every PollInterval while the tail runs. It
-// ends the tail (stop) when the job is terminal, and when a poll fails
-// while no frame arrived meanwhile: the dashboard stopped answering, even
-// if the stream's connection still stands.
+// Ray tells a job's end only through its status: its log tail ends one
+// to two seconds later (the dashboard looks at the log file once a
+// second). So Follow asks for the status often while the job is young
+// and less often as it ages: it waits 1/pollShare of the time it has
+// followed the job, at least minPoll and at most PollInterval. A job's end
+// is noticed within about a quarter of a percent of its run time, tens of
+// milliseconds for a short one, while a long one costs the dashboard one
+// request a PollInterval, as a fixed poll would.
+const (
+	minPoll   = 50 * time.Millisecond
+	pollShare = 200
+)
+
+// nextPoll is how long poll waits before it asks again.
+func (f *follower) nextPoll() time.Duration {
+	return min(max(time.Since(f.start)/pollShare, minPoll), max(f.c.PollInterval, minPoll))
+}
+
+// poll asks for the job's status while the tail runs (nextPoll). It ends
+// the tail (stop) when the job is terminal, and when a poll fails while no
+// frame arrived meanwhile: the dashboard stopped answering, even if the
+// stream's connection still stands.
 func (f *follower) poll(ctx context.Context, stop context.CancelCauseFunc, frames *atomic.Int64) {
-	tick := time.NewTicker(f.c.PollInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(f.nextPoll())
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		before := frames.Load()
 		terminal, err := f.status(ctx)
@@ -70,6 +88,7 @@ func (f *follower) poll(ctx context.Context, stop context.CancelCauseFunc, frame
 			stop(te)
 			return
 		}
+		timer.Reset(f.nextPoll())
 	}
 }
 
