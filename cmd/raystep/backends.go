@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -154,19 +153,8 @@ func (a *app) kubeFleet(cmd *cobra.Command, name string) *kuberay.Fleet {
 	}
 }
 
-// notices prints what KubeRay's watches report on stderr, one line each,
-// from any goroutine.
-func (a *app) notices() kuberay.Notify {
-	var mu sync.Mutex
-	return func(level, msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if level == "WARNING" {
-			msg = "warning: " + msg
-		}
-		fmt.Fprintln(a.stderr, msg)
-	}
-}
+// notices prints what KubeRay's watches report on stderr, one line each.
+func (a *app) notices() kuberay.Notify { return kuberay.Lines(a.stderr) }
 
 // localFleet is this machine's private heads: none recorded when there is
 // no state dir, where no up or step can have recorded one.

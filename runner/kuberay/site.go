@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -61,20 +62,30 @@ type Site struct {
 	Now func() time.Time
 	fleet.Streams
 
-	mu sync.Mutex // one notice line at a time
+	notices     Notify
+	noticesOnce sync.Once
 }
 
 var _ fleet.Keeper = (*Site)(nil)
 
-// notify prints what the watches report on Err, one line each, from any
-// goroutine.
+// notify prints what the watches report on Err (Lines).
 func (s *Site) notify(level, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if level == "WARNING" {
-		msg = "warning: " + msg
+	s.noticesOnce.Do(func() { s.notices = Lines(s.Err) })
+	s.notices(level, msg)
+}
+
+// Lines is a Notify that prints each report on w, one line each, from
+// any goroutine; a warning's line starts "warning: ".
+func Lines(w io.Writer) Notify {
+	var mu sync.Mutex
+	return func(level, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if level == "WARNING" {
+			msg = "warning: " + msg
+		}
+		fmt.Fprintln(w, msg)
 	}
-	fmt.Fprintln(s.Err, msg)
 }
 
 func (s *Site) now() time.Time {
