@@ -15,6 +15,10 @@ type Scope struct {
 	All bool
 }
 
+// DefaultHeartbeatGrace is how long `raystep gc` lets a step's heartbeat
+// lapse by default before it treats the step as gone.
+const DefaultHeartbeatGrace = 5 * time.Minute
+
 // GCOptions are gc's flags.
 type GCOptions struct {
 	// OlderThan keeps what was made less long ago than this.

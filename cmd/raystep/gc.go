@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/fleet"
-	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // gcOptions are gc's flags.
@@ -55,7 +54,7 @@ the local clusters only; with --namespace, at that namespace only.`,
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "collect in every namespace")
 	f.DurationVar(&o.olderThan, "older-than", 0, "only RayJobs created longer ago than this, e.g. 24h")
-	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", kuberay.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")
+	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", fleet.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be deleted and kept, delete nothing")
 	return cmd
 }

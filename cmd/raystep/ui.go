@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
 	"github.com/raystep/raystep/fleet"
-	"github.com/raystep/raystep/runner/kuberay"
-	"github.com/raystep/raystep/runner/local"
 )
 
 // uiOptions are ui's flags.
@@ -95,80 +92,4 @@ func (a *app) ui(cmd *cobra.Command, o uiOptions) error {
 	srv := &ui.Server{Store: store, Auth: auth, Dagster: dagster, Scope: strings.Join(kube.scope, " and "), Reach: reach, Pods: pods}
 	defer srv.Close()
 	return ui.Serve(ctx, o.addr, srv.Handler(), a.stdout)
-}
-
-// uiKube is what the ui watches on Kubernetes: nothing (zero clients)
-// when nothing points at Kubernetes.
-type uiKube struct {
-	scope     []string // what the watches cover, for the page's heading
-	clients   *kuberay.Clients
-	namespace string // "" for every namespace
-}
-
-// watchKube starts the store's watches on Kubernetes and says what they
-// cover; none when the Kubernetes fleet is not here (as for ls).
-func (a *app) watchKube(cmd *cobra.Command, scope fleet.Scope, store *ui.Store) (uiKube, error) {
-	clients, ns, err := a.kubeFleet(cmd, "ui").Reach(scope)
-	if errors.Is(err, fleet.ErrNotHere) {
-		return uiKube{}, nil
-	}
-	if err != nil {
-		return uiKube{}, err
-	}
-	if err := store.Watch(cmd.Context(), clients.Kube, clients.Ray, ns); err != nil {
-		return uiKube{}, fmt.Errorf("ui: %w", err)
-	}
-	desc := "every namespace"
-	if ns != "" {
-		desc = "namespace " + ns
-	}
-	return uiKube{scope: []string{desc}, clients: clients, namespace: ns}, nil
-}
-
-// uiLocal is this machine's heads and steps in scope, as the page
-// follows them. The fleet is made again at each read: a state dir that
-// did not exist at the start (no up yet) has clusters later.
-func (a *app) uiLocal(ctx context.Context, scope fleet.Scope) *ui.Local {
-	l := &ui.Local{Warn: func(msg string) { a.log.Warn(msg) }, List: func() ([]fleet.Record, error) {
-		mine, err := a.localFleet()
-		if err != nil {
-			return nil, fmt.Errorf("read the local heads: %w", err)
-		}
-		return mine.List(ctx, scope)
-	}}
-	if dir, err := a.localStateDir(); err == nil {
-		l.Dirs = []string{dir, local.StepsDir(dir)}
-	}
-	return l
-}
-
-// uiHeads is how raystep ui reaches the dashboards of the clusters it
-// shows: a local head by its record on this machine, a KubeRay cluster
-// as a step would (cluster DNS in a pod, else a port-forward kept by
-// heads) with the platform's dashboard headers. Without clients (nothing
-// points at Kubernetes) only local heads are reached.
-func (a *app) uiHeads(cmd *cobra.Command, clients *kuberay.Clients) (ui.Reach, *ui.KubeHeads) {
-	opts := a.dashboardOptions()
-	heads := &ui.KubeHeads{}
-	if clients != nil {
-		heads.Interactive = &kuberay.Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: a.keepDir(), Notify: a.notices()}
-		heads.Config, heads.InCluster = clients.Config, clients.InCluster && opts.InCluster
-	}
-	mine := a.localSite(cmd)
-	mine.Given = nil // ui's flags are not the ones a local cluster refuses
-	return func(ctx context.Context, r *ui.Record) (ui.Head, error) {
-		if r.Backend != fleet.BackendLocal {
-			if heads.Interactive == nil {
-				return ui.Head{}, fmt.Errorf("%s %s/%s: no Kubernetes to reach it through: %w", r.ClusterKind, r.Namespace, r.Name, ui.ErrNoDashboard)
-			}
-			h, err := heads.Reach(ctx, r)
-			h.Headers = opts.Headers
-			return h, err
-		}
-		url, token, err := mine.Head(r.Record)
-		if errors.Is(err, fleet.ErrNotFound) || errors.Is(err, fleet.ErrUsage) {
-			err = fmt.Errorf("%w: %w", ui.ErrNoDashboard, err)
-		}
-		return ui.Head{URL: url, Token: token}, err
-	}, heads
 }

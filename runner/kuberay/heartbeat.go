@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/raystep/raystep/fleet"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +31,8 @@ import (
 const (
 	// HeartbeatInterval is how often a step renews its Lease by default.
 	HeartbeatInterval = 15 * time.Second
-	// DefaultHeartbeatGrace is how long `raystep gc` lets a heartbeat lapse
-	// by default before it treats the step as gone.
-	DefaultHeartbeatGrace = 5 * time.Minute
+	// DefaultHeartbeatGrace is fleet.DefaultHeartbeatGrace.
+	DefaultHeartbeatGrace = fleet.DefaultHeartbeatGrace
 )
 
 // leaseDuration is the leaseDurationSeconds a step renewing every interval
