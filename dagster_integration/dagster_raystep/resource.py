@@ -2,10 +2,10 @@
 
 raystep itself speaks Pipes: it relays the Ray driver's logs, materializations and asset checks
 and adds its own metadata (`raystep/...` keys). This module only builds the command line, starts
-it in a Pipes session (Dagster's `open_pipes_session`, with the temp-file context injector and
-message reader that `PipesSubprocessClient` uses; the injector also carries a ranged step's
-partitions, see `partitions`) and turns raystep's exit code, read from the
-process itself, into a step failure.
+it in a Pipes session (Dagster's `open_pipes_session`, with the temp-file context injector that
+`PipesSubprocessClient` uses, which also carries a ranged step's partitions, see `partitions`,
+and a message reader that costs nothing while the step is quiet, see `messages`) and turns
+raystep's exit code, read from the process itself, into a step failure.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from dagster_raystep.messages import MessageFileReader
 from dagster_raystep.partitions import PartitionRangeInjector
 
 DISTRIBUTION = "dagster-raystep"
@@ -286,7 +287,7 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
             context_injector=PartitionRangeInjector(
                 op_context, dg.PipesTempFileContextInjector()
             ),
-            message_reader=dg.PipesTempFileMessageReader(),
+            message_reader=MessageFileReader(),
             extras={**_check_extras(op_context), **(extras or {})},
         ) as session:
             code = self._wait(
