@@ -262,15 +262,10 @@ func (s *Site) Down(ctx context.Context, names []string, gone func(string)) erro
 			return err
 		}
 	}
-	profile, err := s.Profile()
+	i, _, ns, err := s.connect()
 	if err != nil {
 		return err
 	}
-	clients, err := s.Connect()
-	if err != nil {
-		return err
-	}
-	i, ns := s.interactive(clients), s.namespace(clients, profile, "")
 	var found []*rayv1.RayCluster
 	var errs []error
 	for _, n := range names {
@@ -301,6 +296,20 @@ func (s *Site) Down(ctx context.Context, names []string, gone func(string)) erro
 	return errors.Join(errs...)
 }
 
+// connect reaches the API server for the interactive clusters of the
+// namespace the flags, environment, profile or kubeconfig name.
+func (s *Site) connect() (*Interactive, *Clients, string, error) {
+	profile, err := s.Profile()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	clients, err := s.Connect()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return s.interactive(clients), clients, s.namespace(clients, profile, ""), nil
+}
+
 // reached is an interactive cluster found for dashboard or notebook.
 type reached struct {
 	i       *Interactive
@@ -313,16 +322,11 @@ func (s *Site) find(ctx context.Context, what, name string) (*reached, error) {
 	if err := checkName(what, name); err != nil {
 		return nil, err
 	}
-	profile, err := s.Profile()
+	i, clients, ns, err := s.connect()
 	if err != nil {
 		return nil, err
 	}
-	clients, err := s.Connect()
-	if err != nil {
-		return nil, err
-	}
-	i := s.interactive(clients)
-	rc, err := i.Find(ctx, s.namespace(clients, profile, ""), name)
+	rc, err := i.Find(ctx, ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
