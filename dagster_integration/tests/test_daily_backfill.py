@@ -152,7 +152,15 @@ def project(
             env={**raystep_env, "XDG_STATE_HOME": str(tmp_path / "state")},
         )
     )
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PATH": ray_path}
+    # The daemon asks the code server to start each run and gives it Dagster's default 60 s
+    # to answer; three runs starting at once on a busy 2-core machine (the whole suite beside
+    # them) have taken longer. The test bounds the backfill itself (_wait_for_runs).
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "PATH": ray_path,
+        "DAGSTER_GRPC_TIMEOUT_SECONDS": "300",
+    }
     env.pop("RAY_ADDRESS", None)
     return defs, env
 

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from dagster._core.pipes.utils import PipesTempFileMessageReader
+import dagster as dg
 from dagster_raystep.messages import MessageFileReader
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     print(f"| message reader | CPU over {seconds:.0f} s of a quiet step |")
     print("| --- | ---: |")
     for name, reader in [
-        ("Dagster's PipesTempFileMessageReader", PipesTempFileMessageReader()),
+        ("Dagster's PipesTempFileMessageReader", dg.PipesTempFileMessageReader()),
         ("raystep's MessageFileReader", MessageFileReader()),
     ]:
         before = cpu()
