@@ -271,4 +271,3 @@ func newID() string {
 	_, _ = rand.Read(b[:])
 	return "bench-ray-" + hex.EncodeToString(b[:])
 }
-
