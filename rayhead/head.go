@@ -82,6 +82,8 @@ type Options struct {
 	// tempRoot replaces tempRoot, for tests: the sweep of stale temp dirs
 	// that every Start runs then leaves a test's dirs to that test.
 	tempRoot string
+	// stall replaces startStall, for tests.
+	stall time.Duration
 }
 
 // Head is a running Ray head started by Start.
@@ -134,7 +136,8 @@ func (h *Head) Output() string { return h.out.String() }
 // is up and the dashboard answers GET /api/version. On any failure it
 // stops what it started. A head that dies because another process took
 // one of its ports meanwhile, or because its raylet did not register with
-// the GCS within Ray's fixed 30 s (a busy machine), is started again, twice
+// the GCS within Ray's fixed 30 s (a busy machine), or whose `ray start`
+// hung without saying its node is up (startStall), is started again, twice
 // at most. Heads take turns to start (StartSlots at once on a machine);
 // the wait for a turn is bounded by ctx, not by ReadyTimeout.
 func Start(ctx context.Context, opts Options) (*Head, error) {
@@ -160,6 +163,20 @@ func (o Options) readyTimeout() time.Duration {
 		return 4 * time.Minute
 	}
 	return o.ReadyTimeout
+}
+
+// startStall is how long `ray start` may take to say its node is up
+// before the attempt counts as hung and the head is started again. Ray's
+// own steps time out after 30 s each; a busy machine prints the mark in
+// 10–40 s. A `ray start` stuck inside Node() for minutes was seen on a
+// stressed CI machine: it never printed more than its first two lines.
+const startStall = 90 * time.Second
+
+func (o Options) startStall() time.Duration {
+	if o.stall != 0 {
+		return o.stall
+	}
+	return startStall
 }
 
 // warn tells Warn, else Logger, about msg.
@@ -266,7 +283,7 @@ func startHead(ctx context.Context, rayBin string, opts Options) (*Head, error) 
 		h.removeTempDir()
 		return nil, err
 	}
-	if err := h.waitReady(ctx, opts.readyTimeout()); err != nil {
+	if err := h.waitReady(ctx, opts.readyTimeout(), opts.startStall()); err != nil {
 		stopErr := h.Stop(context.WithoutCancel(ctx))
 		return nil, errors.Join(err, stopErr)
 	}
@@ -333,9 +350,13 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 
 // waitReady polls GET /api/version until it answers 200 and `ray start`
 // said its node is up, the process exits, the timeout passes or ctx ends.
-func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
+// A `ray start` that has not said its node is up within stall is hung:
+// that error is retryable.
+func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	stalled := time.NewTimer(stall)
+	defer stalled.Stop()
 	client := &http.Client{Timeout: 2 * time.Second}
 	url := h.DashboardURL() + "/api/version"
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -354,6 +375,11 @@ func (h *Head) waitReady(ctx context.Context, timeout time.Duration) error {
 			return err
 		case <-ctx.Done():
 			return fmt.Errorf("wait for ray dashboard %s: %w; output:\n%s", url, context.Cause(ctx), h.Output())
+		case <-stalled.C:
+			if out := h.Output(); !strings.Contains(out, startedMark) {
+				return fmt.Errorf("%w: `ray start` did not say %q within %s; output:\n%s",
+					errRetryable, startedMark, stall, out)
+			}
 		case <-tick.C:
 		}
 	}
