@@ -203,7 +203,9 @@ func (f *follower) status(ctx context.Context) (terminal bool, err error) {
 		return false, fmt.Errorf("get job %s: %w", f.id, err)
 	}
 	defer resp.Body.Close()
-	var d JobDetails
+	var d struct {
+		Status Status `json:"status"` // only: decoding the whole details costs more than the request
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 		return false, &tryError{err: fmt.Errorf("get job %s: %w", f.id, err), start: time.Now()}
 	}

@@ -42,9 +42,12 @@ func scriptMain() {
 }
 
 // stopHead runs the tests, then stops rayHead (testscript.Main exits).
+// The tests run in parallel on every processor; the scripts' raystep runs
+// on one, as the binary does.
 type stopHead struct{ m *testing.M }
 
 func (s stopHead) Run() int {
+	quickstart.Parallel()
 	defer rayHead.Stop()
 	return s.m.Run()
 }

@@ -113,7 +113,14 @@ func (a *app) begin(cmd *cobra.Command, _ []string) {
 	} else {
 		quickstart.Done()
 	}
+	if servingCommands[cmd.Name()] {
+		quickstart.Parallel()
+	}
 }
+
+// servingCommands serve browsers, many requests at once: they get every
+// processor (see package quickstart).
+var servingCommands = map[string]bool{"ui": true, "dashboard": true, "notebook": true}
 
 // briefCommands end within milliseconds: they run without the garbage
 // collector (see package quickstart) unless their heap nears

@@ -3,6 +3,8 @@ package pipes
 import (
 	"bytes"
 	"compress/zlib"
+	"encoding/binary"
+	"hash/adler32"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -34,11 +36,16 @@ const maxBootstrapBytes = 64 << 20
 var ErrBootstrap = errors.New("invalid dagster pipes bootstrap")
 
 // EncodeBootstrap encodes v the way Dagster encodes bootstrap params: JSON,
-// compressed with zlib, then standard padded base64.
+// in a zlib stream, then standard padded base64. Up to storedMax bytes of
+// JSON are stored in the stream uncompressed (see zlibStored); larger
+// values are compressed.
 func EncodeBootstrap(v any) (string, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("encode bootstrap: %w", err)
+	}
+	if len(raw) <= storedMax {
+		return base64.StdEncoding.EncodeToString(zlibStored(raw)), nil
 	}
 	var buf bytes.Buffer
 	zw := zlib.NewWriter(&buf)
@@ -49,6 +56,35 @@ func EncodeBootstrap(v any) (string, error) {
 		return "", fmt.Errorf("encode bootstrap: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// storedMax is the largest JSON EncodeBootstrap leaves uncompressed. A
+// step's bootstrap is a few hundred bytes, and a compressor costs about
+// 650 KB of zeroed memory, a millisecond or two of a step's CPU; above
+// this, the size an environment variable may have matters more.
+const storedMax = 16 << 10
+
+// zlibStored returns raw as a zlib stream (RFC 1950) of stored, that is
+// uncompressed, deflate blocks (RFC 1951, 3.2.4): what any zlib reader,
+// Python's included, decodes.
+func zlibStored(raw []byte) []byte {
+	const maxBlock = 0xffff
+	sum := adler32.Checksum(raw)
+	out := make([]byte, 0, 2+len(raw)+5*(len(raw)/maxBlock+1)+4)
+	out = append(out, 0x78, 0x01) // deflate, 32 KiB window; header checksum ok
+	for first := true; first || len(raw) > 0; first = false {
+		n := min(len(raw), maxBlock)
+		final := byte(0)
+		if n == len(raw) {
+			final = 1
+		}
+		out = append(out, final) // BFINAL, BTYPE=00: stored
+		out = binary.LittleEndian.AppendUint16(out, uint16(n))
+		out = binary.LittleEndian.AppendUint16(out, ^uint16(n))
+		out = append(out, raw[:n]...)
+		raw = raw[n:]
+	}
+	return binary.BigEndian.AppendUint32(out, sum)
 }
 
 // DecodeBootstrap decodes a value produced by EncodeBootstrap (or by Dagster's

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -156,4 +157,52 @@ func FuzzDecodeBootstrap(f *testing.F) {
 			_, _ = openChannel(p, NewStream(&bytes.Buffer{}), NewStream(&bytes.Buffer{}))
 		}
 	})
+}
+
+// TestZlibStoredIsZlib: the stored stream EncodeBootstrap writes for small
+// values decodes with the standard zlib reader, for an empty value, a
+// short one and ones that span several stored blocks.
+func TestZlibStoredIsZlib(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 300, 0xffff, 0xffff + 1, 3*0xffff + 17} {
+		raw := bytes.Repeat([]byte("raystep!"), n/8+1)[:n]
+		zr, err := zlib.NewReader(bytes.NewReader(zlibStored(raw)))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if !bytes.Equal(got, raw) {
+			t.Errorf("%d bytes: got %d bytes back, not the same", n, len(got))
+		}
+	}
+}
+
+// TestEncodeBootstrapCompressesLargeValues: above storedMax the value is
+// compressed, so a large but repetitive context still fits an environment
+// variable.
+func TestEncodeBootstrapCompressesLargeValues(t *testing.T) {
+	t.Parallel()
+	keys := make([]string, 4000)
+	for i := range keys {
+		keys[i] = "2026-01-01"
+	}
+	in := Params{"partition_keys": keys}
+	enc, err := EncodeBootstrap(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(in)
+	if len(enc) >= len(raw)/4 {
+		t.Errorf("encoded %d bytes of JSON into %d: not compressed", len(raw), len(enc))
+	}
+	var out Params
+	if err := DecodeBootstrap(enc, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out["partition_keys"].([]any)) != len(keys) {
+		t.Errorf("round trip lost keys")
+	}
 }

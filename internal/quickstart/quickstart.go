@@ -12,6 +12,14 @@
 // collector as GOGC and GOMEMLIMIT set it). Should neither be called, the
 // collector is back to normal after two seconds anyway.
 //
+// The same init runs the process on one processor (GOMAXPROCS=1) unless
+// GOMAXPROCS says otherwise. raystep's commands wait on the network and on
+// child processes: one processor runs a step as fast as two (a 200,000-line
+// log too), without the second processor's thread spinning for work each
+// time a goroutine wakes, which was about a sixth of a trivial step's CPU
+// (test/bench). The commands that serve browsers (ui, dashboard,
+// notebook) call Parallel for Go's default.
+//
 // Go initializes packages in import-path order among those whose imports
 // are ready; this package imports only the runtime and time, and its path
 // sorts before every heavy package raystep links (github.com/santhosh-tekuri,
@@ -21,6 +29,8 @@
 package quickstart
 
 import (
+	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 )
@@ -38,7 +48,23 @@ var (
 // Brief command's exemption if it runs longer than its name says.
 const safetyNet = 2 * time.Second
 
-func init() { time.AfterFunc(safetyNet, Done) }
+// processorsSet is whether GOMAXPROCS was given; then it is left alone.
+var processorsSet = os.Getenv("GOMAXPROCS") != ""
+
+func init() {
+	time.AfterFunc(safetyNet, Done)
+	if !processorsSet {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
+// Parallel gives a command that serves many clients at once Go's default
+// number of processors, unless GOMAXPROCS was given.
+func Parallel() {
+	if !processorsSet {
+		runtime.SetDefaultGOMAXPROCS()
+	}
+}
 
 // Done turns the garbage collector back on as GOGC and GOMEMLIMIT set it.
 // Calling it again does no harm.

@@ -3,6 +3,7 @@ package quickstart
 import (
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -31,5 +32,24 @@ func TestBriefThenDone(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("after Done the memory limit is %d, want none", got)
+	}
+}
+
+// TestOneProcessorThenParallel: init left the process one processor;
+// Parallel gives back Go's default. A GOMAXPROCS the user set wins.
+func TestOneProcessorThenParallel(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set; the test checks the default")
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Fatalf("after init GOMAXPROCS is %d, want 1", got)
+	}
+	Parallel()
+	if got, want := runtime.GOMAXPROCS(0), runtime.NumCPU(); got != want && want > 1 {
+		// The default also honours a CPU quota, so it may be below NumCPU.
+		t.Logf("after Parallel GOMAXPROCS is %d (NumCPU %d)", got, want)
+		if got == 1 {
+			t.Errorf("Parallel left GOMAXPROCS at 1 on a %d-CPU machine", want)
+		}
 	}
 }
