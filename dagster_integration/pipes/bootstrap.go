@@ -3,12 +3,12 @@ package pipes
 import (
 	"bytes"
 	"compress/zlib"
-	"encoding/binary"
-	"hash/adler32"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"io"
 	"strings"
 )
