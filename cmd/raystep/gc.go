@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/history"
 )
 
 // gcOptions are gc's flags.
@@ -16,6 +18,7 @@ type gcOptions struct {
 	olderThan      time.Duration
 	heartbeatGrace time.Duration
 	dryRun         bool
+	keepHistory    time.Duration
 	now            func() time.Time
 }
 
@@ -45,7 +48,11 @@ gc also clears away the local backend's interactive clusters on this
 machine that are expired (their supervisor stops them by itself; gc stops
 one that is still stopping) or whose head died, and keeps live ones.
 Without a kubeconfig, and unless RAYSTEP_BACKEND is kuberay, gc looks at
-the local clusters only; with --namespace, at that namespace only.`,
+the local clusters only; with --namespace, at that namespace only.
+
+Last, gc removes from this machine's history (raystep ls --finished) the
+steps that ended longer ago than --keep-history, and damaged records as
+old, one line each; --dry-run leaves the history alone.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
@@ -56,12 +63,16 @@ the local clusters only; with --namespace, at that namespace only.`,
 	f.DurationVar(&o.olderThan, "older-than", 0, "only RayJobs created longer ago than this, e.g. 24h")
 	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", fleet.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be deleted and kept, delete nothing")
+	f.DurationVar(&o.keepHistory, "keep-history", history.DefaultKeep, "keep the history of steps that ended within this long")
 	return cmd
 }
 
 func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.olderThan < 0 {
 		return &usageError{fmt.Errorf("gc: --older-than %s: must not be negative", o.olderThan)}
+	}
+	if o.keepHistory <= 0 {
+		return &usageError{fmt.Errorf("gc: --keep-history %s: must be positive", o.keepHistory)}
 	}
 	if o.heartbeatGrace <= 0 {
 		return &usageError{fmt.Errorf("gc: --heartbeat-grace %s: must be positive", o.heartbeatGrace)}
@@ -74,6 +85,23 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if err != nil {
 		return err
 	}
-	return fleet.GC(cmd.Context(), fleets, scope, fleet.GCOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace,
+	err = fleet.GC(cmd.Context(), fleets, scope, fleet.GCOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace,
 		DryRun: o.dryRun, Now: o.now()}, func(line string) { fmt.Fprintln(a.stdout, line) })
+	if o.dryRun {
+		return err
+	}
+	return errors.Join(err, a.trimHistory(o.now().Add(-o.keepHistory), o.keepHistory))
+}
+
+// trimHistory removes the history of steps that ended before cutoff.
+func (a *app) trimHistory(cutoff time.Time, keep time.Duration) error {
+	dir, err := a.historyDir()
+	if err != nil {
+		return nil // no state dir: no history to trim
+	}
+	removed, err := dir.Trim(cutoff)
+	for _, name := range removed {
+		fmt.Fprintf(a.stdout, "history %s: removed (ended more than %s ago)\n", name, keep)
+	}
+	return err
 }

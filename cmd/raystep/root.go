@@ -99,7 +99,7 @@ logs and metrics to Dagster and tears the cluster down.`,
 	root.PersistentFlags().String("profile", "", "platform profile file (default $RAYSTEP_PROFILE, else the built-in profile)")
 	a.addKubeFlags(root)
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand(),
-		a.lsCommand(), a.gcCommand(), a.upCommand(), a.downCommand(),
+		a.lsCommand(), a.logsCommand(), a.gcCommand(), a.upCommand(), a.downCommand(),
 		a.dashboardCommand(), a.notebookCommand(), a.uiCommand())
 	return root
 }

@@ -117,7 +117,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
 	}
-	step, backend, err := a.prepare(cmd, o, sess)
+	step, spec, backend, err := a.prepare(cmd, o, sess)
 	if err != nil {
 		return a.closeSession(sess, err)
 	}
@@ -138,8 +138,11 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 		}
 		r.Events, r.Stderr = sink, a.stderr
 	}
-	_, err = r.Run(ctx, step)
+	hist := a.startHistory(step, spec, backend.Name())
+	r.Stdout = hist.tee(r.Stdout)
+	res, err := r.Run(ctx, step)
 	err = a.closeSession(sess, err) // Run closed it already; this covers Run refusing the step
+	hist.finish(res, err, exitCode(ctx, err))
 	if err != nil && r.Events != nil {
 		err = &shownError{err} // Run's last progress line said it
 	}
@@ -168,18 +171,18 @@ func (o runOptions) pipesArgs() []string {
 // prepare loads the profile and spec and builds the resolved step and its
 // backend (choices made for the user are notices on the step); nothing is
 // started.
-func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, runner.Backend, error) {
+func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, *schemas.Spec, runner.Backend, error) {
 	profile, err := a.profile(cmd)
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	rc, err := a.loadRunCluster(cmd.Context(), o.runCluster)
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	parts, err := adapters.Partitions(sess)
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin,
 		RunCluster: rc, Partitions: parts})
@@ -187,19 +190,19 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 		err = adapters.CheckWorkingDir(cmd.Context(), o.file, spec)
 	}
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	step, err := adapters.StepFromSpec(spec, sess)
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	noteRunCluster(&step, spec, rc)
 	if err := checkReuse(spec, o); err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	s, err := a.site(cmd, "run --backend kuberay")
 	if err != nil {
-		return runner.Step{}, nil, err
+		return runner.Step{}, nil, nil, err
 	}
 	step, b, err := s.Place(cmd.Context(), step, fleet.Placement{Spec: spec, Profile: profile, Cluster: o.cluster})
 	if err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun && step.Dagster.RunID == "" {
@@ -209,7 +212,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 		step.Notices = append(step.Notices, "spec.cluster.reuse is run, but the step is not part of a Dagster run: "+
 			"it gets a cluster of its own, deleted at its end")
 	}
-	return step, b, err
+	return step, spec, b, err
 }
 
 // closeSession closes the Pipes session, with err as the exception after

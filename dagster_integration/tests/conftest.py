@@ -17,6 +17,19 @@ VENV_BIN = REPO / ".venv" / "bin"
 EXAMPLE_DEFINITIONS = REPO / "examples" / "dagster_project" / "definitions.py"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A state dir of the session's own: the history of the steps the tests run stays out of $HOME."""
+    state = tmp_path_factory.mktemp("state")
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    yield state
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def raystep_bin() -> Path:
     """bin/raystep, built by `make build`; its absence is a failure, not a skip."""

@@ -39,6 +39,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	raystepBin = filepath.Join(dir, "raystep")
+	// The steps' history (and any other state) stays out of $HOME; tests
+	// that look at a state dir give their own.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// The tests run without the race detector (make test: the Go code
 	// here is harness), the binary they drive with it: its signal
 	// handling, relay and teardown goroutines meet real Ray only here.

@@ -80,7 +80,8 @@ func TestRunSIGTERM(t *testing.T) {
 	rayBin, invocations := rayWrapper(t)
 	cmd := exec.Command(bin, "run", "-f", train,
 		"--set", `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(600)"`)
-	cmd.Env = childEnv("RAYSTEP_RAY_BIN=" + rayBin)
+	state := t.TempDir()
+	cmd.Env = childEnv("RAYSTEP_RAY_BIN="+rayBin, "XDG_STATE_HOME="+state)
 	stderr, done := runUntilLine(t, cmd, invocations, "sleeping", nil)
 	h := startedHead(t, invocations)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -91,6 +92,15 @@ func TestRunSIGTERM(t *testing.T) {
 		t.Errorf("stderr does not say the job was stopped:\n%s", stderr.String())
 	}
 	assertHeadGone(t, h)
+	// With its head gone, the history still tells how the step ended and
+	// what its driver printed.
+	fs := finishedSteps(t, state)
+	if len(fs) != 1 || fs[0].Reason != "cancelled (SIGTERM)" || fs[0].ExitCode != exitSIGTERM {
+		t.Fatalf("ls --finished after SIGTERM: %+v, want one step cancelled (SIGTERM), exit %d", fs, exitSIGTERM)
+	}
+	if code, log, errOut := runRay(t, map[string]string{"XDG_STATE_HOME": state}, "logs", fs[0].Name); code != 0 || !strings.Contains(log, "sleeping\n") {
+		t.Errorf("logs %s: exit %d, %q %s", fs[0].Name, code, log, errOut)
+	}
 }
 
 // runUntilLine starts cmd, a raystep binary run on a private head whose

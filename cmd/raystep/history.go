@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/raystep/raystep/history"
+	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/schemas"
+)
+
+// historyDir is where this machine keeps the history of ended steps:
+// beside the local backend's cluster records.
+func (a *app) historyDir() (history.Dir, error) {
+	dir, err := a.localStateDir()
+	if err != nil {
+		return history.Dir{}, err
+	}
+	return history.Dir{Root: filepath.Join(filepath.Dir(dir), "history")}, nil
+}
+
+// stepHistory keeps one step's history: its driver log while it runs, its
+// record once it ended. A failure to keep it is a warning; the step's own
+// result never changes for it.
+type stepHistory struct {
+	a       *app
+	dir     history.Dir
+	log     *history.LogWriter
+	step    runner.Step
+	digest  string
+	backend string
+	started time.Time
+}
+
+// startHistory opens the step's driver log; nil (after a warning) when
+// the history cannot be kept. A process with no state dir (neither HOME
+// nor XDG_STATE_HOME, as in some containers) keeps none, quietly.
+func (a *app) startHistory(step runner.Step, spec *schemas.Spec, backend string) *stepHistory {
+	dir, err := a.historyDir()
+	if err != nil {
+		a.log.Debug("no history for this step", zap.Error(err))
+		return nil
+	}
+	h := &stepHistory{a: a, dir: dir, step: step, digest: specDigest(spec), backend: backend, started: time.Now()}
+	if h.log, err = dir.NewLogWriter(step.ID, history.DefaultLogCap); err != nil {
+		a.warnHistory(err)
+		return nil
+	}
+	return h
+}
+
+// tee returns w writing the driver's log into the history too.
+func (h *stepHistory) tee(w io.Writer) io.Writer {
+	if h == nil {
+		return w
+	}
+	return io.MultiWriter(w, h.log)
+}
+
+// finish writes the step's record: how it ended (err, code) and what
+// res says about its phases and its job.
+func (h *stepHistory) finish(res runner.Result, err error, code int) {
+	if h == nil {
+		return
+	}
+	logSum := h.log.Close()
+	if lerr := h.log.Err(); lerr != nil {
+		h.a.warnHistory(fmt.Errorf("driver log: %w", lerr))
+	}
+	s := h.step
+	rec := history.Record{
+		Name: s.ID, Kind: "step", JobKind: s.Kind, Spec: s.Name, SpecDigest: h.digest, Owner: s.Owner,
+		Namespace: s.Namespace, DagsterRun: s.Dagster.RunID, StepKey: s.Dagster.StepKey, Assets: s.Dagster.AssetKeys,
+		Partition: partitionKey(s.Dagster.Context), Backend: h.backend, Cluster: res.Cluster, Shape: s.Shape,
+		GPUType: s.GPUType, GPUCount: s.GPUCount, Status: string(res.Job.Status), Message: res.Job.Message,
+		ExitCode: code, Reason: endReason(err, code), Started: h.started.UTC(), Ended: time.Now().UTC(), Log: logSum,
+	}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	if len(res.Durations) > 0 {
+		rec.Phases = map[string]float64{}
+		for p, d := range res.Durations {
+			rec.Phases[string(p)] = d.Seconds()
+		}
+	}
+	jobTime := res.Durations[runner.PhaseRun] // as raystep/gpu_hours: Ray's job time when Ray said
+	if j := res.Job; !j.Start.IsZero() && j.End.After(j.Start) {
+		jobTime = j.End.Sub(j.Start)
+	}
+	rec.GPUHours = float64(s.GPUCount) * jobTime.Hours()
+	if perr := h.dir.Put(rec); perr != nil {
+		h.a.warnHistory(perr)
+	}
+}
+
+func (a *app) warnHistory(err error) {
+	fmt.Fprintf(a.stderr, "raystep: warning: the step's history is not kept (its result is unchanged): %v\n", err)
+}
+
+// endReason says why a step ended, in the record's words.
+func endReason(err error, code int) string {
+	switch {
+	case code == exitOK:
+		return history.Succeeded
+	case code == exitJobFailed:
+		return history.Failed
+	case code == exitSIGHUP:
+		return "cancelled (SIGHUP)"
+	case code == exitSIGINT:
+		return "cancelled (SIGINT)"
+	case code == exitSIGTERM:
+		return "cancelled (SIGTERM)"
+	case errors.Is(err, runner.ErrDeadline):
+		return history.Deadline
+	case code == exitUsage:
+		return history.Invalid
+	}
+	return history.Infrastructure
+}
+
+// specDigest is the SHA-256 of the resolved spec.
+func specDigest(spec *schemas.Spec) string {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// partitionKey is the Dagster context's partition_key, if any.
+func partitionKey(raw json.RawMessage) string {
+	var c struct {
+		Key string `json:"partition_key"`
+	}
+	_ = json.Unmarshal(raw, &c)
+	return c.Key
+}
+
+// logsCommand prints a step's driver log from this machine's history.
+func (a *app) logsCommand() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs NAME [-f]",
+		Short: "Print a step's driver log, while it runs and after its cluster is gone",
+		Long: `logs prints the driver log of the step NAME (its submission id, as run,
+ls --finished and the Dagster metadata raystep/submission_id show it) as
+raystep relayed it: byte for byte up to 4 MiB, beyond that its first and
+last 2 MiB with a note of what was left out. It reads this machine's
+history (under $XDG_STATE_HOME/raystep/history, else
+~/.local/state/raystep/history), written by the steps run here, also while
+they run. -f keeps printing what a running step adds until it ends.
+
+` + exitCodesHelp(),
+		Example: `  raystep ls --finished --since 24h
+  raystep logs raystep-ads-ranking-train-e608cb911d6e`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.logs(cmd.Context(), args[0], follow) },
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing a running step's log until it ends")
+	return cmd
+}
+
+// followPoll is how often logs -f looks for more of a running step's log:
+// the file is not a stream.
+const followPoll = 250 * time.Millisecond
+
+func (a *app) logs(ctx context.Context, name string, follow bool) error {
+	if err := history.CheckName(name); err != nil {
+		return &usageError{fmt.Errorf("logs: %w", err)}
+	}
+	dir, err := a.historyDir()
+	if err != nil {
+		return err
+	}
+	f, err := dir.OpenLog(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &usageError{fmt.Errorf("logs %s: no step of that name ran on this machine (raystep ls --finished lists those that did)", name)}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		if _, err := io.Copy(a.stdout, f); err != nil {
+			return err
+		}
+		if !follow {
+			return nil
+		}
+		if _, err := dir.Get(name); err == nil {
+			_, err := io.Copy(a.stdout, f) // what came between the last read and the record
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(followPoll):
+		}
+	}
+}
+
+// finishedTable prints ended steps for ls --finished.
+func finishedTable(w io.Writer, recs []history.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSPEC\tOWNER\tBACKEND\tENDED\tTOOK\tEXIT\tHOW IT ENDED")
+	for _, r := range recs {
+		how := r.Reason
+		if r.Status != "" && r.Reason != history.Succeeded {
+			how += ", job " + r.Status
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%d\t%s\n", r.Name, r.Spec, dash(r.Owner), r.Backend,
+			shortAge(now.Sub(r.Ended)), r.Duration().Round(time.Second), r.ExitCode, strings.ReplaceAll(how, "\t", " "))
+	}
+	_ = tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortAge is d in its largest unit: 45s, 12m, 3h, 2d.
+func shortAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/raystep/raystep/history"
+)
+
+// runInState runs raystep in-process with XDG_STATE_HOME at state.
+func runInState(t *testing.T, state string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
+		lookup: envconfig.MapLookuper(map[string]string{"XDG_STATE_HOME": state})}
+	code := a.main(context.Background(), args)
+	return code, out.String(), errOut.String()
+}
+
+// TestLsFinishedAndLogs: ls --finished lists the steps this machine's
+// history holds, the latest first with how each ended, --since keeps the
+// recent ones, and logs prints a step's driver log as kept; bad names and
+// unknown steps are usage errors.
+func TestLsFinishedAndLogs(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := history.Dir{Root: filepath.Join(state, "raystep", "history")}
+	now := time.Now()
+	for _, r := range []history.Record{
+		{Name: "raystep-train-old", Spec: "train", Backend: "kuberay", ExitCode: 0, Reason: history.Succeeded,
+			Started: now.Add(-50 * time.Hour), Ended: now.Add(-49 * time.Hour)},
+		{Name: "raystep-train-new", Spec: "train", Owner: "alice", Backend: "local", ExitCode: 143, Reason: "cancelled (SIGTERM)",
+			Status: "STOPPED", Started: now.Add(-2 * time.Hour), Ended: now.Add(-time.Hour)},
+	} {
+		if err := dir.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := dir.NewLogWriter("raystep-train-new", history.DefaultLogCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("epoch 1/3\nno newline at the end"))
+	w.Close()
+
+	code, out, errOut := runInState(t, state, "ls", "--finished")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[1], "raystep-train-new ") ||
+		!strings.Contains(lines[1], "cancelled (SIGTERM), job STOPPED") || !strings.Contains(lines[1], " 143 ") ||
+		!strings.HasPrefix(lines[2], "raystep-train-old ") {
+		t.Errorf("ls --finished: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runInState(t, state, "ls", "--finished", "--since", "24h", "-o", "json")
+	var recs []history.Record
+	if err := json.Unmarshal([]byte(out), &recs); code != 0 || err != nil || len(recs) != 1 || recs[0].Name != "raystep-train-new" {
+		t.Errorf("ls --finished --since 24h -o json: exit %d, %v\n%s", code, err, out)
+	}
+	if code, out, errOut = runInState(t, state, "logs", "raystep-train-new"); code != 0 || out != "epoch 1/3\nno newline at the end" {
+		t.Errorf("logs: exit %d, %q %s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"logs", "../../etc/passwd"}, {"logs", "raystep-never-ran"}, {"ls", "--since", "1h"},
+		{"ls", "--finished", "-A"}, {"ls", "--finished", "--since", "-1h"}} {
+		if code, out, errOut := runInState(t, state, args...); code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, want 2 and nothing on stdout\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
+// TestEndReason: the record's words for each way a step ends.
+func TestEndReason(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int]string{exitOK: "succeeded", exitJobFailed: "failed", exitSIGTERM: "cancelled (SIGTERM)",
+		exitSIGINT: "cancelled (SIGINT)", exitSIGHUP: "cancelled (SIGHUP)", exitInfrastructure: "infrastructure", exitUsage: "invalid"} {
+		if got := endReason(nil, code); got != want {
+			t.Errorf("endReason(exit %d) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+// TestGCTrimsHistory: gc removes the history of steps that ended longer
+// ago than --keep-history and keeps the rest; --dry-run removes nothing.
+func TestGCTrimsHistory(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := history.Dir{Root: filepath.Join(state, "raystep", "history")}
+	now := time.Now()
+	for name, ended := range map[string]time.Time{"raystep-old": now.Add(-40 * 24 * time.Hour), "raystep-new": now.Add(-time.Hour)} {
+		if err := dir.Put(history.Record{Name: name, Backend: "local", Reason: history.Succeeded, Started: ended, Ended: ended}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errOut := runInState(t, state, "gc", "--dry-run"); code != 0 || strings.Contains(out, "history") {
+		t.Fatalf("gc --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := runInState(t, state, "gc")
+	if code != 0 || !strings.Contains(out, "history raystep-old: removed (ended more than 720h0m0s ago)") || strings.Contains(out, "raystep-new") {
+		t.Fatalf("gc: exit %d\n%s%s", code, out, errOut)
+	}
+	recs, _ := dir.List(time.Time{})
+	if len(recs) != 1 || recs[0].Name != "raystep-new" {
+		t.Errorf("after gc the history holds %v, want raystep-new only", recs)
+	}
+}

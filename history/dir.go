@@ -1,0 +1,265 @@
+package history
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Dir is the history kept on this machine, under Root.
+type Dir struct{ Root string }
+
+// DefaultKeep is how long gc keeps a record unless the profile says
+// otherwise.
+const DefaultKeep = 30 * 24 * time.Hour
+
+const (
+	recordFile = "record.json"
+	logFile    = "driver.log"
+)
+
+func (d Dir) path(name, file string) string { return filepath.Join(d.Root, name, file) }
+
+// Put writes rec, replacing any record of its name: to a temporary file,
+// then renamed, so a reader never sees half a record.
+func (d Dir) Put(rec Record) error {
+	if err := CheckName(rec.Name); err != nil {
+		return err
+	}
+	if rec.Version == 0 {
+		rec.Version = 1
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode history record %s: %w", rec.Name, err)
+	}
+	dir := filepath.Join(d.Root, rec.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".record-*")
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	_, werr := tmp.Write(append(data, '\n'))
+	if err := errors.Join(werr, tmp.Sync(), tmp.Close()); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write history record %s: %w", rec.Name, err)
+	}
+	if err := os.Rename(tmp.Name(), d.path(rec.Name, recordFile)); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write history record %s: %w", rec.Name, err)
+	}
+	return nil
+}
+
+// Get reads name's record: fs.ErrNotExist when there is none (the step
+// still runs, or never ran here).
+func (d Dir) Get(name string) (Record, error) {
+	if err := CheckName(name); err != nil {
+		return Record{}, err
+	}
+	return readRecord(d.path(name, recordFile))
+}
+
+func readRecord(path string) (Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("history record %s is damaged (%w): raystep gc removes it", path, err)
+	}
+	if rec.Version != 1 || CheckName(rec.Name) != nil || rec.Name != filepath.Base(filepath.Dir(path)) {
+		return Record{}, fmt.Errorf("history record %s is not one raystep wrote: raystep gc removes it", path)
+	}
+	return rec, nil
+}
+
+// List returns the records of steps that ended at or after since, the
+// latest first, and an error for each record that cannot be read (they
+// are left out; a missing history is no error).
+func (d Dir) List(since time.Time) ([]Record, []error) {
+	entries, err := os.ReadDir(d.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []error{fmt.Errorf("history: %w", err)}
+	}
+	var recs []Record
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || CheckName(e.Name()) != nil {
+			continue
+		}
+		rec, err := readRecord(d.path(e.Name(), recordFile))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // running, or a step cut off before it wrote one
+		case err != nil:
+			errs = append(errs, err)
+		case !rec.Ended.Before(since):
+			recs = append(recs, rec)
+		}
+	}
+	slices.SortFunc(recs, func(a, b Record) int { return b.Ended.Compare(a.Ended) })
+	return recs, errs
+}
+
+// OpenLog opens name's driver log: the whole of it as kept, also while the
+// step still writes it.
+func (d Dir) OpenLog(name string) (*os.File, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	return os.Open(d.path(name, logFile))
+}
+
+// Trim removes the history of steps that ended before cutoff, and of
+// damaged records whose directory was last written before it; it returns
+// the names removed.
+func (d Dir) Trim(cutoff time.Time) ([]string, error) {
+	entries, err := os.ReadDir(d.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || CheckName(e.Name()) != nil {
+			continue
+		}
+		rec, rerr := readRecord(d.path(e.Name(), recordFile))
+		switch {
+		case errors.Is(rerr, fs.ErrNotExist):
+			continue // a running step's log
+		case rerr == nil && !rec.Ended.Before(cutoff):
+			continue
+		case rerr != nil:
+			info, err := os.Stat(d.path(e.Name(), recordFile))
+			if err != nil || !info.ModTime().Before(cutoff) {
+				continue
+			}
+		}
+		if err := os.RemoveAll(filepath.Join(d.Root, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
+}
+
+// LogWriter writes a running step's driver log into the history, bounded:
+// the first Head bytes go to the file as they come; past them, the last
+// Tail bytes are held, and Close appends a note of what was cut and those
+// last bytes. A write error stops the log, never the step: Write always
+// reports success, and Err tells what went wrong.
+type LogWriter struct {
+	f          *os.File
+	head, tail int64
+	written    int64 // bytes the driver wrote
+	ring       []byte
+	start      int // index of the oldest byte in ring once full
+	err        error
+}
+
+// DefaultLogCap is the driver log a record keeps: its first and last half.
+const DefaultLogCap = 4 << 20
+
+// NewLogWriter starts name's driver log in d, keeping at most max bytes
+// (max/2 first and max/2 last).
+func (d Dir) NewLogWriter(name string, max int64) (*LogWriter, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(d.Root, name), 0o700); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	f, err := os.OpenFile(d.path(name, logFile), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &LogWriter{f: f, head: max / 2, tail: max - max/2}, nil
+}
+
+// Write keeps p's part within the cap; it never fails.
+func (w *LogWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if w.err != nil {
+		return n, nil
+	}
+	if room := w.head - w.written; room > 0 {
+		k := min(int64(len(p)), room)
+		if _, err := w.f.Write(p[:k]); err != nil {
+			w.err = err
+		}
+		p = p[k:]
+	}
+	w.written += int64(n)
+	w.keepTail(p)
+	return n, nil
+}
+
+// keepTail holds the last w.tail bytes of what went past the head.
+func (w *LogWriter) keepTail(p []byte) {
+	if w.tail == 0 || len(p) == 0 {
+		return
+	}
+	if int64(len(p)) >= w.tail {
+		w.ring = append(w.ring[:0], p[int64(len(p))-w.tail:]...)
+		w.start = 0
+		return
+	}
+	if int64(len(w.ring)+len(p)) <= w.tail {
+		w.ring = append(w.ring, p...)
+		return
+	}
+	if int64(len(w.ring)) < w.tail { // fill up, then wrap
+		fill := int(w.tail) - len(w.ring)
+		w.ring = append(w.ring, p[:fill]...)
+		p = p[fill:]
+	}
+	for len(p) > 0 {
+		k := copy(w.ring[w.start:], p)
+		p = p[k:]
+		w.start = (w.start + k) % len(w.ring)
+	}
+}
+
+// Close writes the note of what was cut and the kept tail, and closes the
+// file. It returns how much was kept.
+func (w *LogWriter) Close() LogSummary {
+	kept := min(w.written, w.head)
+	if w.err == nil && len(w.ring) > 0 {
+		tail := append(slices.Clone(w.ring[w.start:]), w.ring[:w.start]...)
+		if cut := w.written - w.head - int64(len(tail)); cut > 0 {
+			_, w.err = fmt.Fprintf(w.f, "\n[raystep: %d bytes of the driver's log left out here; the first %d and the last %d are kept]\n",
+				cut, w.head, len(tail))
+		}
+		if w.err == nil {
+			_, w.err = w.f.Write(tail)
+		}
+		kept += int64(len(tail))
+	}
+	if err := w.f.Close(); w.err == nil {
+		w.err = err
+	}
+	return LogSummary{Bytes: w.written, Kept: kept}
+}
+
+// Err is the first error writing the log met, if any.
+func (w *LogWriter) Err() error { return w.err }
+
+var _ io.Writer = (*LogWriter)(nil)
