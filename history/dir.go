@@ -87,20 +87,14 @@ func readRecord(path string) (Record, error) {
 // latest first, and an error for each record that cannot be read (they
 // are left out; a missing history is no error).
 func (d Dir) List(since time.Time) ([]Record, []error) {
-	entries, err := os.ReadDir(d.Root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := d.names()
 	if err != nil {
-		return nil, []error{fmt.Errorf("history: %w", err)}
+		return nil, []error{err}
 	}
 	var recs []Record
 	var errs []error
-	for _, e := range entries {
-		if !e.IsDir() || CheckName(e.Name()) != nil {
-			continue
-		}
-		rec, err := readRecord(d.path(e.Name(), recordFile))
+	for _, name := range names {
+		rec, err := readRecord(d.path(name, recordFile))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // running, or a step cut off before it wrote one
@@ -112,6 +106,24 @@ func (d Dir) List(since time.Time) ([]Record, []error) {
 	}
 	slices.SortFunc(recs, func(a, b Record) int { return b.Ended.Compare(a.Ended) })
 	return recs, errs
+}
+
+// names lists the steps the history holds; none when there is no history.
+func (d Dir) names() ([]string, error) {
+	entries, err := os.ReadDir(d.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && CheckName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // OpenLog opens name's driver log: the whole of it as kept, also while the
@@ -127,36 +139,30 @@ func (d Dir) OpenLog(name string) (*os.File, error) {
 // damaged records whose directory was last written before it; it returns
 // the names removed.
 func (d Dir) Trim(cutoff time.Time) ([]string, error) {
-	entries, err := os.ReadDir(d.Root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := d.names()
 	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, err
 	}
 	var removed []string
 	var errs []error
-	for _, e := range entries {
-		if !e.IsDir() || CheckName(e.Name()) != nil {
-			continue
-		}
-		rec, rerr := readRecord(d.path(e.Name(), recordFile))
+	for _, name := range names {
+		rec, rerr := readRecord(d.path(name, recordFile))
 		switch {
 		case errors.Is(rerr, fs.ErrNotExist):
 			continue // a running step's log
 		case rerr == nil && !rec.Ended.Before(cutoff):
 			continue
 		case rerr != nil:
-			info, err := os.Stat(d.path(e.Name(), recordFile))
+			info, err := os.Stat(d.path(name, recordFile))
 			if err != nil || !info.ModTime().Before(cutoff) {
 				continue
 			}
 		}
-		if err := os.RemoveAll(filepath.Join(d.Root, e.Name())); err != nil {
+		if err := os.RemoveAll(filepath.Join(d.Root, name)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, e.Name())
+		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
 }

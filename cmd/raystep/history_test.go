@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +108,81 @@ func TestGCTrimsHistory(t *testing.T) {
 	recs, _ := dir.List(time.Time{})
 	if len(recs) != 1 || recs[0].Name != "raystep-new" {
 		t.Errorf("after gc the history holds %v, want raystep-new only", recs)
+	}
+}
+
+// TestLogsFollowsARunningStep: logs -f prints what a running step's log
+// holds, then what it adds, and returns once the step's record is written.
+func TestLogsFollowsARunningStep(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := history.Dir{Root: filepath.Join(state, "raystep", "history")}
+	w, err := dir.NewLogWriter("raystep-running", history.DefaultLogCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("first\n"))
+	var out syncWriter
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard,
+		lookup: envconfig.MapLookuper(map[string]string{"XDG_STATE_HOME": state})}
+	done := make(chan int, 1)
+	go func() { done <- a.main(context.Background(), []string{"logs", "-f", "raystep-running"}) }()
+	out.waitFor(t, "first\n")
+	_, _ = w.Write([]byte("second\n"))
+	out.waitFor(t, "first\nsecond\n")
+	_, _ = w.Write([]byte("last, written just before the record"))
+	w.Close()
+	if err := dir.Put(history.Record{Name: "raystep-running", Backend: "local", Reason: history.Succeeded}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if want := "first\nsecond\nlast, written just before the record"; code != 0 || out.String() != want {
+			t.Errorf("logs -f: exit %d, %q, want %q", code, out.String(), want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("logs -f did not return within a minute of the step's record; printed %q", out.String())
+	}
+}
+
+// syncWriter is a buffer a command writes while the test reads it.
+type syncWriter struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return s.buf.Write(p)
+}
+
+func (s *syncWriter) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.buf.String() }
+
+// waitFor waits until the buffer holds want.
+func (s *syncWriter) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		s.mu.Lock()
+		got := s.buf.String()
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		if got == want {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("output %q, want %q within a minute", got, want)
+		}
 	}
 }
