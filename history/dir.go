@@ -20,15 +20,32 @@ type Dir struct{ Root string }
 const DefaultKeep = 30 * 24 * time.Hour
 
 const (
-	recordFile = "record.json"
-	logFile    = "driver.log"
+	recordFile  = "record.json"
+	runningFile = "running.json" // the record as it stands while the step runs
+	logFile     = "driver.log"
 )
 
 func (d Dir) path(name, file string) string { return filepath.Join(d.Root, name, file) }
 
 // Put writes rec, replacing any record of its name: to a temporary file,
-// then renamed, so a reader never sees half a record.
+// then renamed, so a reader never sees half a record. The step's running
+// record (Start) is removed.
 func (d Dir) Put(rec Record) error {
+	if err := d.write(rec, recordFile); err != nil {
+		return err
+	}
+	if err := os.Remove(d.path(rec.Name, runningFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
+}
+
+// Start records a step that starts: rec as known so far, with PID the
+// process that will Put its record. Should that process die first,
+// Reap records the step from it.
+func (d Dir) Start(rec Record) error { return d.write(rec, runningFile) }
+
+func (d Dir) write(rec Record, file string) error {
 	if err := CheckName(rec.Name); err != nil {
 		return err
 	}
@@ -52,11 +69,53 @@ func (d Dir) Put(rec Record) error {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write history record %s: %w", rec.Name, err)
 	}
-	if err := os.Rename(tmp.Name(), d.path(rec.Name, recordFile)); err != nil {
+	if err := os.Rename(tmp.Name(), d.path(rec.Name, file)); err != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write history record %s: %w", rec.Name, err)
 	}
 	return nil
+}
+
+// Reaped is the reason of a step whose process died before it wrote its
+// record (SIGKILL, its machine stopped), recorded by gc.
+const Reaped = "reaped by gc"
+
+// Reap records, as Reaped, every started step whose process is gone
+// (alive says whether a pid still runs raystep) without a record of its
+// own: ended when its driver log was last written. It returns what it
+// recorded.
+func (d Dir) Reap(alive func(pid int) bool, now time.Time) ([]Record, error) {
+	names, err := d.names()
+	if err != nil {
+		return nil, err
+	}
+	var reaped []Record
+	var errs []error
+	for _, name := range names {
+		if _, err := os.Stat(d.path(name, recordFile)); err == nil {
+			continue
+		}
+		rec, err := readRecord(d.path(name, runningFile))
+		if errors.Is(err, fs.ErrNotExist) || err == nil && (rec.PID <= 0 || alive(rec.PID)) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rec.Ended, rec.Reason, rec.ExitCode = now.UTC(), Reaped, -1
+		rec.Error = fmt.Sprintf("raystep (pid %d) ended without recording how: killed (SIGKILL), or its machine stopped", rec.PID)
+		if info, err := os.Stat(d.path(name, logFile)); err == nil {
+			rec.Ended = info.ModTime().UTC()
+			rec.Log = LogSummary{Bytes: info.Size(), Kept: info.Size()}
+		}
+		if err := d.Put(rec); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reaped = append(reaped, rec)
+	}
+	return reaped, errors.Join(errs...)
 }
 
 // Get reads name's record: fs.ErrNotExist when there is none (the step

@@ -56,7 +56,8 @@ type Record struct {
 	// when it was never submitted.
 	Status  string `json:"status,omitempty"`
 	Message string `json:"message,omitempty"`
-	// ExitCode is raystep's exit code, Reason why the step ended (Reasons).
+	// ExitCode is raystep's exit code (-1 when unknown: Reaped), Reason
+	// why the step ended (Reasons).
 	ExitCode int    `json:"exit_code"`
 	Reason   string `json:"reason"`
 	// Error is raystep's own error, if any.
@@ -65,6 +66,8 @@ type Record struct {
 	Ended   time.Time `json:"ended"`
 	// Log says how much of the driver's log was kept.
 	Log LogSummary `json:"log"`
+	// PID is the raystep process that ran the step, while it runs.
+	PID int `json:"pid,omitempty"`
 }
 
 // Reasons a step ended with. A cancelled step's reason names the signal:

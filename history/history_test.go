@@ -180,3 +180,48 @@ func TestLogWriterKeepsFirstAndLast(t *testing.T) {
 		}
 	}
 }
+
+// TestReapRecordsDeadSteps: a started step whose process is gone without
+// a record is recorded as reaped, ended when its log was last written; a
+// live one, and one that wrote its record, are left alone.
+func TestReapRecordsDeadSteps(t *testing.T) {
+	t.Parallel()
+	d := Dir{Root: t.TempDir()}
+	started := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	for name, pid := range map[string]int{"raystep-killed": 1001, "raystep-alive": 1002, "raystep-done": 1001} {
+		if err := d.Start(Record{Name: name, Backend: "local", Started: started, PID: pid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := d.NewLogWriter("raystep-killed", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("epoch 1\n"))
+	w.Close()
+	lastWrite := started.Add(10 * time.Minute)
+	if err := os.Chtimes(filepath.Join(d.Root, "raystep-killed", "driver.log"), lastWrite, lastWrite); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(Record{Name: "raystep-done", Backend: "local", Reason: Succeeded, Started: started, Ended: started}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := d.List(time.Time{}); len(recs) != 1 {
+		t.Fatalf("before Reap, List = %v: a running step is listed", names(recs))
+	}
+	reaped, err := d.Reap(func(pid int) bool { return pid == 1002 }, time.Now())
+	if err != nil || len(reaped) != 1 || reaped[0].Name != "raystep-killed" {
+		t.Fatalf("Reap = %v, %v; want raystep-killed only", names(reaped), err)
+	}
+	got, err := d.Get("raystep-killed")
+	if err != nil || got.Reason != Reaped || got.ExitCode != -1 || !got.Ended.Equal(lastWrite) || got.Log.Bytes != 8 ||
+		!strings.Contains(got.Error, "pid 1001") {
+		t.Errorf("reaped record %+v, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root, "raystep-killed", "running.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the running record is still there after the record was written: %v", err)
+	}
+	if again, _ := d.Reap(func(int) bool { return false }, time.Now()); len(again) != 1 || again[0].Name != "raystep-alive" {
+		t.Errorf("second Reap = %v, want the step whose process died since", names(again))
+	}
+}

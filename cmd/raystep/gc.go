@@ -50,9 +50,11 @@ one that is still stopping) or whose head died, and keeps live ones.
 Without a kubeconfig, and unless RAYSTEP_BACKEND is kuberay, gc looks at
 the local clusters only; with --namespace, at that namespace only.
 
-Last, gc removes from this machine's history (raystep ls --finished) the
-steps that ended longer ago than --keep-history, and damaged records as
-old, one line each; --dry-run leaves the history alone.`,
+Last, gc records in this machine's history (raystep ls --finished) the
+steps whose raystep process died without recording how they ended
+(SIGKILL, a machine that stopped) as reaped by gc, and removes the steps
+that ended longer ago than --keep-history, and damaged records as old,
+one line each; --dry-run leaves the history alone.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
@@ -90,7 +92,7 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.dryRun {
 		return err
 	}
-	return errors.Join(err, a.trimHistory(o.now().Add(-o.keepHistory), o.keepHistory))
+	return errors.Join(err, a.reapHistory(o.now()), a.trimHistory(o.now().Add(-o.keepHistory), o.keepHistory))
 }
 
 // trimHistory removes the history of steps that ended before cutoff.

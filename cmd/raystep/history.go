@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -59,7 +62,23 @@ func (a *app) startHistory(step runner.Step, spec *schemas.Spec, backend string)
 		a.warnHistory(err)
 		return nil
 	}
+	running := h.base()
+	running.PID = os.Getpid()
+	if err := dir.Start(running); err != nil {
+		a.warnHistory(err)
+	}
 	return h
+}
+
+// base is the step's record as known before it ran.
+func (h *stepHistory) base() history.Record {
+	s := h.step
+	return history.Record{
+		Name: s.ID, Kind: "step", JobKind: s.Kind, Spec: s.Name, SpecDigest: h.digest, Owner: s.Owner,
+		Namespace: s.Namespace, DagsterRun: s.Dagster.RunID, StepKey: s.Dagster.StepKey, Assets: s.Dagster.AssetKeys,
+		Partition: partitionKey(s.Dagster.Context), Backend: h.backend, Shape: s.Shape, GPUType: s.GPUType,
+		GPUCount: s.GPUCount, Started: h.started.UTC(),
+	}
 }
 
 // tee returns w writing the driver's log into the history too.
@@ -81,13 +100,9 @@ func (h *stepHistory) finish(res runner.Result, err error, code int) {
 		h.a.warnHistory(fmt.Errorf("driver log: %w", lerr))
 	}
 	s := h.step
-	rec := history.Record{
-		Name: s.ID, Kind: "step", JobKind: s.Kind, Spec: s.Name, SpecDigest: h.digest, Owner: s.Owner,
-		Namespace: s.Namespace, DagsterRun: s.Dagster.RunID, StepKey: s.Dagster.StepKey, Assets: s.Dagster.AssetKeys,
-		Partition: partitionKey(s.Dagster.Context), Backend: h.backend, Cluster: res.Cluster, Shape: s.Shape,
-		GPUType: s.GPUType, GPUCount: s.GPUCount, Status: string(res.Job.Status), Message: res.Job.Message,
-		ExitCode: code, Reason: endReason(err, code), Started: h.started.UTC(), Ended: time.Now().UTC(), Log: logSum,
-	}
+	rec := h.base()
+	rec.Cluster, rec.Status, rec.Message = res.Cluster, string(res.Job.Status), res.Job.Message
+	rec.ExitCode, rec.Reason, rec.Ended, rec.Log = code, endReason(err, code), time.Now().UTC(), logSum
 	if err != nil {
 		rec.Error = err.Error()
 	}
@@ -223,8 +238,12 @@ func finishedTable(w io.Writer, recs []history.Record, now time.Time) {
 		if r.Status != "" && r.Reason != history.Succeeded {
 			how += ", job " + r.Status
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%d\t%s\n", r.Name, r.Spec, dash(r.Owner), r.Backend,
-			shortAge(now.Sub(r.Ended)), r.Duration().Round(time.Second), r.ExitCode, strings.ReplaceAll(how, "\t", " "))
+		code := strconv.Itoa(r.ExitCode)
+		if r.ExitCode < 0 {
+			code = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\t%s\n", r.Name, r.Spec, dash(r.Owner), r.Backend,
+			shortAge(now.Sub(r.Ended)), r.Duration().Round(time.Second), code, strings.ReplaceAll(how, "\t", " "))
 	}
 	_ = tw.Flush()
 }
@@ -247,4 +266,28 @@ func shortAge(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// reapHistory records the steps of this machine whose raystep process died
+// without recording how they ended.
+func (a *app) reapHistory(now time.Time) error {
+	dir, err := a.historyDir()
+	if err != nil {
+		return nil // no state dir: no history
+	}
+	reaped, err := dir.Reap(raystepAlive, now)
+	for _, r := range reaped {
+		fmt.Fprintf(a.stdout, "history %s: recorded as %s (raystep, pid %d, is gone)\n", r.Name, history.Reaped, r.PID)
+	}
+	return err
+}
+
+// raystepAlive reports whether pid is a running raystep: a pid reused by
+// another program is not.
+func raystepAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err != nil || strings.Contains(string(cmdline), "raystep")
 }

@@ -186,3 +186,17 @@ func (s *syncWriter) waitFor(t *testing.T, want string) {
 		}
 	}
 }
+
+// TestFinishedTableShowsAnUnknownExitCode: a reaped step's exit code is
+// not known, and the table says so with "-", not -1.
+func TestFinishedTableShowsAnUnknownExitCode(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var out bytes.Buffer
+	finishedTable(&out, []history.Record{{Name: "raystep-killed", Spec: "train", Backend: "local", ExitCode: -1,
+		Reason: history.Reaped, Started: now.Add(-time.Hour), Ended: now.Add(-time.Minute)}}, now)
+	fields := strings.Fields(strings.Split(out.String(), "\n")[1])
+	if len(fields) < 10 || fields[7] != "-" || strings.Join(fields[8:], " ") != "reaped by gc" { // ENDED is "1m ago"
+		t.Errorf("table row %q, want exit - and reaped by gc", fields)
+	}
+}

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
+	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -73,3 +76,76 @@ func TestRunKeepsHistory(t *testing.T) {
 }
 
 func tail(s string) string { return s[max(0, len(s)-80):] }
+
+// TestSIGKILLedStepIsReapedIntoHistory: a step whose raystep process was
+// SIGKILLed mid-run cannot record how it ended; the next gc on the machine
+// records it as reaped, and its driver log, up to the kill, stays
+// readable. (It runs on the shared head, which outlives the kill: the
+// test stops the job itself.)
+func TestSIGKILLedStepIsReapedIntoHistory(t *testing.T) {
+	t.Parallel()
+	h := ray.Head(t)
+	state, home := t.TempDir(), t.TempDir()
+	env := childEnv("RAY_ADDRESS="+h.DashboardURL(), "XDG_STATE_HOME="+state, "HOME="+home, "KUBECONFIG=", "RAYSTEP_BACKEND=local")
+	cmd := exec.Command(raystepBin, "run", "-f", train, "--set", "spec.entrypointResources.cpus=0.1",
+		"--set", `spec.entrypoint=python -c "import time; print('started', flush=True); time.sleep(600)"`)
+	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	var relayed strings.Builder
+	for lines.Scan() {
+		relayed.WriteString(lines.Text() + "\n")
+		if lines.Text() == "started" {
+			break
+		}
+	}
+	if lines.Err() != nil || lines.Text() != "started" {
+		t.Fatalf("the job never printed 'started' (%v):\n%s", lines.Err(), stderr.String())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	run := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(raystepBin, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("raystep %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if got := run("ls", "--finished"); strings.Count(got, "\n") != 1 {
+		t.Errorf("before gc, ls --finished lists the killed step:\n%s", got)
+	}
+	out := run("gc")
+	fs := finishedSteps(t, state)
+	if len(fs) != 1 || fs[0].Reason != "reaped by gc" || fs[0].ExitCode != -1 || !strings.Contains(out, "history "+fs[0].Name+": recorded as reaped by gc") {
+		t.Fatalf("after gc: %+v\ngc said:\n%s", fs, out)
+	}
+	t.Cleanup(func() { stopJob(t, h.DashboardURL(), fs[0].Name) })
+	if log := run("logs", fs[0].Name); log != relayed.String() {
+		t.Errorf("logs of the killed step: %q, want what it relayed before the kill: %q", log, relayed.String())
+	}
+}
+
+// stopJob stops a job the test left running on a shared head.
+func stopJob(t *testing.T, dashboard, id string) {
+	resp, err := http.Post(dashboard+"/api/jobs/"+id+"/stop", "application/json", nil)
+	if err != nil {
+		t.Logf("stop job %s: %v", id, err)
+		return
+	}
+	_ = resp.Body.Close()
+}
