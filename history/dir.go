@@ -134,10 +134,10 @@ func readRecord(path string) (Record, error) {
 	}
 	var rec Record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return Record{}, fmt.Errorf("history record %s is damaged (%w): raystep gc removes it", path, err)
+		return Record{}, fmt.Errorf("history record %s is damaged (%w): raystep gc removes it once it is older than --keep-history", path, err)
 	}
 	if rec.Version != 1 || CheckName(rec.Name) != nil || rec.Name != filepath.Base(filepath.Dir(path)) {
-		return Record{}, fmt.Errorf("history record %s is not one raystep wrote: raystep gc removes it", path)
+		return Record{}, fmt.Errorf("history record %s is not one raystep wrote: raystep gc removes it once it is older than --keep-history", path)
 	}
 	return rec, nil
 }

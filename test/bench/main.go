@@ -1,7 +1,8 @@
 // Command bench measures raystep's own overhead per step on a running Ray
 // head, side by side with Ray's job CLI: the same entrypoint, submitted to
-// the same head, by `raystep run` (RAY_ADDRESS mode, standalone) and by
-// `ray job submit` (which also waits for the job and prints its log), in
+// the same head, by `raystep run` (RAY_ADDRESS mode, standalone; also
+// without a state dir, so without keeping the step's history) and by `ray
+// job submit` (which also waits for the job and prints its log), in
 // alternation. Two jobs: a trivial one (print('ok')) and one that prints
 // -lines numbered lines and an unterminated last one.
 //
@@ -35,6 +36,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,21 +104,39 @@ func bench(n int, raystep, address, rayBin string, lines int, dagster, onlyDagst
 			args: []string{"--entrypoint-num-cpus", "0.1", "--working-dir", "test/bench", "--", "python", "lines.py", strconv.Itoa(lines)}},
 	}
 	submitted := regexp.MustCompile(`"submission_id":"([^"]+)"`)
-	tools := []tool{
-		{"raystep run", func(j job) (*exec.Cmd, func([]byte) string) {
+	// raystep keeps each step's history in a state dir of the bench's own;
+	// the row without it (no HOME, no XDG_STATE_HOME: no state dir) shows
+	// what keeping it costs.
+	state, err := os.MkdirTemp("", "raystep-bench-state-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	raystepRun := func(env []string) func(j job) (*exec.Cmd, func([]byte) string) {
+		return func(j job) (*exec.Cmd, func([]byte) string) {
 			args := []string{"run", "-f", "test/bench/trivial.yaml", "--log-format", "json"}
 			for _, s := range j.set {
 				args = append(args, "--set", s)
 			}
 			c := exec.Command(raystep, args...)
-			c.Env = append(os.Environ(), "RAY_ADDRESS="+address)
+			c.Env = append(env, "RAY_ADDRESS="+address)
 			return c, func(stderr []byte) string {
 				if m := submitted.FindSubmatch(stderr); m != nil {
 					return string(m[1])
 				}
 				return ""
 			}
-		}},
+		}
+	}
+	var stateless []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+			stateless = append(stateless, kv)
+		}
+	}
+	tools := []tool{
+		{"raystep run", raystepRun(append(os.Environ(), "XDG_STATE_HOME="+state))},
+		{"raystep run, no history", raystepRun(stateless)},
 		{"ray job submit", func(j job) (*exec.Cmd, func([]byte) string) {
 			id := newID()
 			c := exec.Command(ray, append([]string{"job", "submit", "--address", address, "--submission-id", id}, j.args...)...)
