@@ -49,12 +49,9 @@ func (d Dir) write(rec Record, file string) error {
 	if err := CheckName(rec.Name); err != nil {
 		return err
 	}
-	if rec.Version == 0 {
-		rec.Version = 1
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
+	data, err := encodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("encode history record %s: %w", rec.Name, err)
+		return err
 	}
 	dir := filepath.Join(d.Root, rec.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -64,7 +61,7 @@ func (d Dir) write(rec Record, file string) error {
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	_, werr := tmp.Write(append(data, '\n'))
+	_, werr := tmp.Write(data)
 	if err := errors.Join(werr, tmp.Sync(), tmp.Close()); err != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write history record %s: %w", rec.Name, err)
@@ -132,12 +129,30 @@ func readRecord(path string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
+	return decodeRecord(data, filepath.Base(filepath.Dir(path)), path)
+}
+
+// encodeRecord is rec as a record file holds it.
+func encodeRecord(rec Record) ([]byte, error) {
+	if rec.Version == 0 {
+		rec.Version = 1
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode history record %s: %w", rec.Name, err)
+	}
+	return append(data, '\n'), nil
+}
+
+// decodeRecord reads the record of name from data, read from where: an
+// error for one cut short or not raystep's.
+func decodeRecord(data []byte, name, where string) (Record, error) {
 	var rec Record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return Record{}, fmt.Errorf("history record %s is damaged (%w): raystep gc removes it once it is older than --keep-history", path, err)
+		return Record{}, fmt.Errorf("history record %s is damaged (%w): raystep gc removes it once it is older than the history's keep", where, err)
 	}
-	if rec.Version != 1 || CheckName(rec.Name) != nil || rec.Name != filepath.Base(filepath.Dir(path)) {
-		return Record{}, fmt.Errorf("history record %s is not one raystep wrote: raystep gc removes it once it is older than --keep-history", path)
+	if rec.Version != 1 || CheckName(rec.Name) != nil || rec.Name != name {
+		return Record{}, fmt.Errorf("history record %s is not one raystep wrote: raystep gc removes it once it is older than the history's keep", where)
 	}
 	return rec, nil
 }
@@ -184,6 +199,9 @@ func (d Dir) names() ([]string, error) {
 	}
 	return names, nil
 }
+
+// LogPath is the file of name's driver log.
+func (d Dir) LogPath(name string) string { return d.path(name, logFile) }
 
 // OpenLog opens name's driver log: the whole of it as kept, also while the
 // step still writes it.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/raystep/raystep/history"
 )
 
 //go:embed default_profile.yaml
@@ -56,6 +58,25 @@ type ProfileSpec struct {
 	Limits  ProfileLimits `json:"limits"`
 	// Interactive bounds the clusters `raystep up` makes for people.
 	Interactive Interactive `json:"interactive,omitzero"`
+	// History is where ended steps' records and logs are kept, and for
+	// how long.
+	History HistoryProfile `json:"history,omitzero"`
+}
+
+// HistoryProfile names the store of the history (checked by
+// history.ParseURL when the profile loads; empty: this machine's only)
+// and how long gc keeps it (a Go duration; empty: history.DefaultKeep).
+type HistoryProfile struct {
+	URL  string `json:"url,omitempty"`
+	Keep string `json:"keep,omitempty"`
+}
+
+// KeepFor is how long gc keeps an ended step's history.
+func (h HistoryProfile) KeepFor() time.Duration {
+	if d, msg := parseDuration(h.Keep); msg == "" {
+		return d
+	}
+	return history.DefaultKeep
 }
 
 // Interactive is the profile's say on interactive clusters.
@@ -340,6 +361,17 @@ func checkProfile(file string, tree any, pos positions, errs *ValidationErrors) 
 		}
 	}
 	checkInteractiveTTL(file, pos, errs, spec["interactive"])
+	hist, _ := spec["history"].(map[string]any)
+	if u, ok := hist["url"].(string); ok {
+		if _, err := history.ParseURL(u); err != nil {
+			errs.add(file, pos, "/spec/history/url", "%v", err)
+		}
+	}
+	if k, ok := hist["keep"].(string); ok {
+		if _, msg := parseDuration(k); msg != "" {
+			errs.add(file, pos, "/spec/history/keep", "%s", msg)
+		}
+	}
 }
 
 // checkInteractiveTTL checks spec.interactive.ttl: durations, and a

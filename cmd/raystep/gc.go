@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -53,8 +54,10 @@ the local clusters only; with --namespace, at that namespace only.
 Last, gc records in this machine's history (raystep ls --finished) the
 steps whose raystep process died without recording how they ended
 (SIGKILL, a machine that stopped) as reaped by gc, and removes the steps
-that ended longer ago than --keep-history, and damaged records as old,
-one line each; --dry-run leaves the history alone.`,
+that ended longer ago than --keep-history (default the profile's
+spec.history.keep, else 30 days), and damaged records as old, one line
+each, here and in the store the profile's spec.history.url names;
+--dry-run leaves the history alone.`,
 		Example: "  raystep gc --dry-run -A\n  raystep gc -n ml-ads --older-than 24h",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
@@ -65,7 +68,7 @@ one line each; --dry-run leaves the history alone.`,
 	f.DurationVar(&o.olderThan, "older-than", 0, "only RayJobs created longer ago than this, e.g. 24h")
 	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", fleet.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would be deleted and kept, delete nothing")
-	f.DurationVar(&o.keepHistory, "keep-history", history.DefaultKeep, "keep the history of steps that ended within this long")
+	f.DurationVar(&o.keepHistory, "keep-history", history.DefaultKeep, "keep the history of steps that ended within this long (default the profile's spec.history.keep, else 720h)")
 	return cmd
 }
 
@@ -92,18 +95,37 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if o.dryRun {
 		return err
 	}
-	return errors.Join(err, a.reapHistory(o.now()), a.trimHistory(o.now().Add(-o.keepHistory), o.keepHistory))
+	profile, perr := a.profile(cmd)
+	if perr != nil {
+		return errors.Join(err, perr)
+	}
+	keep := profile.Spec.History.KeepFor()
+	if cmd.Flags().Changed("keep-history") {
+		keep = o.keepHistory
+	}
+	return errors.Join(err, a.reapHistory(o.now()), a.trimHistory(cmd.Context(), profile.Spec.History.URL, o.now().Add(-keep), keep))
 }
 
-// trimHistory removes the history of steps that ended before cutoff.
-func (a *app) trimHistory(cutoff time.Time, keep time.Duration) error {
-	dir, err := a.historyDir()
-	if err != nil {
-		return nil // no state dir: no history to trim
+// trimHistory removes the history of steps that ended before cutoff, on
+// this machine and in the store at url (if any).
+func (a *app) trimHistory(ctx context.Context, url string, cutoff time.Time, keep time.Duration) error {
+	var errs []error
+	report := func(removed []string, err error) {
+		for _, name := range removed {
+			fmt.Fprintf(a.stdout, "history %s: removed (ended more than %s ago)\n", name, keep)
+		}
+		errs = append(errs, err)
 	}
-	removed, err := dir.Trim(cutoff)
-	for _, name := range removed {
-		fmt.Fprintf(a.stdout, "history %s: removed (ended more than %s ago)\n", name, keep)
+	if dir, err := a.historyDir(); err == nil { // no state dir: no history here
+		report(dir.Trim(cutoff))
 	}
-	return err
+	if url != "" {
+		r, err := history.OpenRemote(ctx, url)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		defer r.Close()
+		report(r.Trim(ctx, cutoff))
+	}
+	return errors.Join(errs...)
 }

@@ -35,9 +35,39 @@ func (a *app) historyDir() (history.Dir, error) {
 	return history.Dir{Root: filepath.Join(filepath.Dir(dir), "history")}, nil
 }
 
+// historyIndex reads this machine's history and the profile's store (if
+// it names one) as one; close it when done. An error only when neither
+// can be read.
+func (a *app) historyIndex(cmd *cobra.Command) (*history.Index, func(), error) {
+	var local *history.Dir
+	dir, derr := a.historyDir()
+	if derr == nil {
+		local = &dir
+	}
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	var remote *history.Remote
+	if u := profile.Spec.History.URL; u != "" {
+		if remote, err = history.OpenRemote(cmd.Context(), u); err != nil {
+			return nil, nil, err
+		}
+	}
+	if local == nil && remote == nil {
+		return nil, nil, derr
+	}
+	done := func() {}
+	if remote != nil {
+		done = func() { _ = remote.Close() }
+	}
+	return history.NewIndex(local, remote), done, nil
+}
+
 // stepHistory keeps one step's history: its driver log while it runs, its
-// record once it ended. A failure to keep it is a warning; the step's own
-// result never changes for it.
+// record once it ended, on this machine and, when the profile names one,
+// in the history's store. A failure to keep it is a warning; the step's
+// own result never changes for it.
 type stepHistory struct {
 	a       *app
 	dir     history.Dir
@@ -46,28 +76,56 @@ type stepHistory struct {
 	digest  string
 	backend string
 	started time.Time
+	// remote is the profile's store; scratch says dir is a temporary
+	// one, removed once the record is in the store.
+	remote  string
+	scratch bool
 }
+
+// remoteWriteLimit bounds the write of a step's history to its store at
+// the step's end: a store that cannot be reached must not hold up the
+// step's result (and its teardown is done by then).
+var remoteWriteLimit = 10 * time.Second
 
 // startHistory opens the step's driver log; nil (after a warning) when
 // the history cannot be kept. A process with no state dir (neither HOME
-// nor XDG_STATE_HOME, as in some containers) keeps none, quietly.
-func (a *app) startHistory(step runner.Step, spec *schemas.Spec, backend string) *stepHistory {
+// nor XDG_STATE_HOME, as in some containers) keeps none, quietly, unless
+// the profile names a store: then the log is kept in a temporary
+// directory until it is written there.
+func (a *app) startHistory(step runner.Step, spec *schemas.Spec, hp schemas.HistoryProfile, backend string) *stepHistory {
+	h := &stepHistory{a: a, step: step, digest: specDigest(spec), backend: backend, started: time.Now(), remote: hp.URL}
 	dir, err := a.historyDir()
-	if err != nil {
+	switch {
+	case err == nil:
+		h.dir = dir
+	case hp.URL == "":
 		a.log.Debug("no history for this step", zap.Error(err))
 		return nil
+	default:
+		tmp, terr := os.MkdirTemp("", "raystep-history-")
+		if terr != nil {
+			a.warnHistory(terr)
+			return nil
+		}
+		h.dir, h.scratch = history.Dir{Root: tmp}, true
 	}
-	h := &stepHistory{a: a, dir: dir, step: step, digest: specDigest(spec), backend: backend, started: time.Now()}
-	if h.log, err = dir.NewLogWriter(step.ID, history.DefaultLogCap); err != nil {
+	if h.log, err = h.dir.NewLogWriter(step.ID, history.DefaultLogCap); err != nil {
 		a.warnHistory(err)
+		h.cleanup()
 		return nil
 	}
 	running := h.base()
 	running.PID = os.Getpid()
-	if err := dir.Start(running); err != nil {
+	if err := h.dir.Start(running); err != nil {
 		a.warnHistory(err)
 	}
 	return h
+}
+
+func (h *stepHistory) cleanup() {
+	if h.scratch {
+		_ = os.RemoveAll(h.dir.Root)
+	}
 }
 
 // base is the step's record as known before it ran.
@@ -120,6 +178,29 @@ func (h *stepHistory) finish(res runner.Result, err error, code int) {
 	if perr := h.dir.Put(rec); perr != nil {
 		h.a.warnHistory(perr)
 	}
+	if h.remote != "" {
+		if err := h.putRemote(rec); err != nil {
+			h.a.warnHistory(err)
+		}
+	}
+	h.cleanup()
+}
+
+// putRemote writes the record and its log to the profile's store, within
+// remoteWriteLimit.
+func (h *stepHistory) putRemote(rec history.Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteWriteLimit)
+	defer cancel()
+	r, err := history.OpenRemote(ctx, h.remote)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	err = r.Put(ctx, rec, h.dir.LogPath(rec.Name))
+	if ctx.Err() != nil {
+		return fmt.Errorf("history %s: not written within %s: %w", h.remote, remoteWriteLimit, err)
+	}
+	return err
 }
 
 func (a *app) warnHistory(err error) {
@@ -178,13 +259,16 @@ raystep relayed it: byte for byte up to 4 MiB, beyond that its first and
 last 2 MiB with a note of what was left out. It reads this machine's
 history (under $XDG_STATE_HOME/raystep/history, else
 ~/.local/state/raystep/history), written by the steps run here, also while
-they run. -f keeps printing what a running step adds until it ends.
+they run, and then the store the profile's spec.history.url names, where
+every step writes its history when it ends (so a KubeRay step run in a
+Dagster pod that is gone can be read anywhere). -f keeps printing what a
+running step adds until it ends.
 
 ` + exitCodesHelp(),
 		Example: `  raystep ls --finished --since 24h
   raystep logs raystep-ads-ranking-train-e608cb911d6e`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.logs(cmd.Context(), args[0], follow) },
+		RunE: func(cmd *cobra.Command, args []string) error { return a.logs(cmd, args[0], follow) },
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing a running step's log until it ends")
 	return cmd
@@ -194,17 +278,19 @@ they run. -f keeps printing what a running step adds until it ends.
 // the file is not a stream.
 const followPoll = 250 * time.Millisecond
 
-func (a *app) logs(ctx context.Context, name string, follow bool) error {
+func (a *app) logs(cmd *cobra.Command, name string, follow bool) error {
 	if err := history.CheckName(name); err != nil {
 		return &usageError{fmt.Errorf("logs: %w", err)}
 	}
-	dir, err := a.historyDir()
+	ctx := cmd.Context()
+	idx, done, err := a.historyIndex(cmd)
 	if err != nil {
 		return err
 	}
-	f, err := dir.OpenLog(name)
+	defer done()
+	f, err := idx.OpenLog(ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &usageError{fmt.Errorf("logs %s: no step of that name ran on this machine (raystep ls --finished lists those that did)", name)}
+		return &usageError{fmt.Errorf("logs %s: no step of that name in the history (raystep ls --finished lists those that are)", name)}
 	}
 	if err != nil {
 		return err
@@ -217,7 +303,7 @@ func (a *app) logs(ctx context.Context, name string, follow bool) error {
 		if !follow {
 			return nil
 		}
-		if _, err := dir.Get(name); err == nil {
+		if _, err := idx.Get(ctx, name); err == nil {
 			_, err := io.Copy(a.stdout, f) // what came between the last read and the record
 			return err
 		}

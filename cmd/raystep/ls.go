@@ -36,8 +36,9 @@ ready, expired or gone; left out with --namespace). Without a kubeconfig, and un
 is kuberay, ls lists the local clusters only. -o json carries the same,
 KIND as clusterKind.
 
-ls --finished lists instead the steps that ended on this machine, the
-latest first, from its history (see raystep logs): name, spec, owner,
+ls --finished lists instead the steps that ended, the latest first, from
+the history of this machine and of the store the profile's
+spec.history.url names (see raystep logs): name, spec, owner,
 backend, when each ended, how long it took, its exit code and how it
 ended (succeeded, failed, cancelled by which signal, deadline,
 infrastructure); --since keeps those that ended within that long. -o
@@ -50,7 +51,7 @@ json writes the whole records.`,
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace")
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide or json (default a table)")
-	f.BoolVar(&o.finished, "finished", false, "list the steps that ended on this machine, with how they ended")
+	f.BoolVar(&o.finished, "finished", false, "list the steps that ended (this machine's and the profile's history), with how they ended")
 	f.DurationVar(&o.since, "since", 0, "with --finished, only steps that ended within this long (e.g. 24h)")
 	return cmd
 }
@@ -60,7 +61,7 @@ func (a *app) ls(cmd *cobra.Command, o lsOptions) error {
 		return &usageError{fmt.Errorf("ls: -o %q: want wide or json", o.output)}
 	}
 	if o.finished {
-		return a.lsFinished(o)
+		return a.lsFinished(cmd, o)
 	}
 	if o.since != 0 {
 		return &usageError{fmt.Errorf("ls: --since needs --finished")}
@@ -91,24 +92,25 @@ func fleetScope(name, namespace string, all bool) (fleet.Scope, error) {
 	return fleet.Scope{Namespace: namespace, All: all}, nil
 }
 
-// lsFinished lists the steps that ended on this machine.
-func (a *app) lsFinished(o lsOptions) error {
+// lsFinished lists the steps that ended, from the history.
+func (a *app) lsFinished(cmd *cobra.Command, o lsOptions) error {
 	if o.output == "wide" || o.namespace != "" || o.allNamespaces {
-		return &usageError{fmt.Errorf("ls --finished: -o wide, --namespace and -A do not apply: it lists this machine's history")}
+		return &usageError{fmt.Errorf("ls --finished: -o wide, --namespace and -A do not apply: it lists the history")}
 	}
 	if o.since < 0 {
 		return &usageError{fmt.Errorf("ls --finished: --since %s: want a positive duration", o.since)}
 	}
-	dir, err := a.historyDir()
+	idx, done, err := a.historyIndex(cmd)
 	if err != nil {
 		return err
 	}
+	defer done()
 	now := o.now()
 	var since time.Time
 	if o.since > 0 {
 		since = now.Add(-o.since)
 	}
-	recs, errs := dir.List(since)
+	recs, errs := idx.List(cmd.Context(), since)
 	for _, err := range errs {
 		fmt.Fprintf(a.stderr, "raystep: warning: %v\n", err)
 	}

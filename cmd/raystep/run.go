@@ -117,10 +117,11 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return &usageError{fmt.Errorf("open dagster pipes: %w", err)}
 	}
-	step, spec, backend, err := a.prepare(cmd, o, sess)
+	p, err := a.prepare(cmd, o, sess)
 	if err != nil {
 		return a.closeSession(sess, err)
 	}
+	step, backend := p.step, p.backend
 	r := &runner.Runner{
 		Backend:         backend,
 		Connect:         a.connector().Connect,
@@ -138,7 +139,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 		}
 		r.Events, r.Stderr = sink, a.stderr
 	}
-	hist := a.startHistory(step, spec, backend.Name())
+	hist := a.startHistory(step, p.spec, p.profile.Spec.History, backend.Name())
 	r.Stdout = hist.tee(r.Stdout)
 	res, err := r.Run(ctx, step)
 	err = a.closeSession(sess, err) // Run closed it already; this covers Run refusing the step
@@ -168,21 +169,29 @@ func (o runOptions) pipesArgs() []string {
 	return args
 }
 
+// prepared is a step ready to run, with what it was resolved from.
+type prepared struct {
+	step    runner.Step
+	spec    *schemas.Spec
+	profile *schemas.Profile
+	backend runner.Backend
+}
+
 // prepare loads the profile and spec and builds the resolved step and its
 // backend (choices made for the user are notices on the step); nothing is
 // started.
-func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (runner.Step, *schemas.Spec, runner.Backend, error) {
+func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (prepared, error) {
 	profile, err := a.profile(cmd)
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	rc, err := a.loadRunCluster(cmd.Context(), o.runCluster)
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	parts, err := adapters.Partitions(sess)
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	spec, err := schemas.LoadContext(cmd.Context(), o.file, schemas.LoadOptions{Set: o.set, Profile: profile, Stdin: a.stdin,
 		RunCluster: rc, Partitions: parts})
@@ -190,19 +199,19 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 		err = adapters.CheckWorkingDir(cmd.Context(), o.file, spec)
 	}
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	step, err := adapters.StepFromSpec(spec, sess)
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	noteRunCluster(&step, spec, rc)
 	if err := checkReuse(spec, o); err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	s, err := a.site(cmd, "run --backend kuberay")
 	if err != nil {
-		return runner.Step{}, nil, nil, err
+		return prepared{}, err
 	}
 	step, b, err := s.Place(cmd.Context(), step, fleet.Placement{Spec: spec, Profile: profile, Cluster: o.cluster})
 	if err == nil && spec.Spec.Cluster.Reuse == schemas.ReuseRun && step.Dagster.RunID == "" {
@@ -212,7 +221,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (ru
 		step.Notices = append(step.Notices, "spec.cluster.reuse is run, but the step is not part of a Dagster run: "+
 			"it gets a cluster of its own, deleted at its end")
 	}
-	return step, spec, b, err
+	return prepared{step: step, spec: spec, profile: profile, backend: b}, err
 }
 
 // closeSession closes the Pipes session, with err as the exception after

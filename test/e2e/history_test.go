@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"maps"
+
 	"bufio"
 	"encoding/json"
 	"net/http"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raystep/raystep/test/s3test"
 )
 
 // finished is what ls --finished -o json says of a step.
@@ -180,4 +184,70 @@ func stopJob(t *testing.T, dashboard, id string) {
 		return
 	}
 	_ = resp.Body.Close()
+}
+
+// historyProfile writes the example profile with spec.history.url set to
+// url, and returns its path.
+func historyProfile(t *testing.T, url string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/platform.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, []byte("  history:\n    url: \""+url+"\"\n    keep: 72h\n")...)
+	p := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestHistoryInObjectStorage: a step whose profile names a store writes
+// its history there when it ends; a second process with no local state at
+// all (as a fresh Dagster pod, or a laptop) lists it and prints its log
+// byte for byte. A store nobody answers at costs the step a warning,
+// never its result.
+func TestHistoryInObjectStorage(t *testing.T) {
+	t.Parallel()
+	h := ray.Head(t)
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "raystep-history")
+	profile := historyProfile(t, srv.URL("raystep-history", "ml-ads"))
+	env := map[string]string{"RAY_ADDRESS": h.DashboardURL(), "XDG_STATE_HOME": t.TempDir(), "RAYSTEP_PROFILE": profile}
+	for _, kv := range s3test.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	code, stdout, stderr := runRay(t, env, "run", "-f", train,
+		"--set", `spec.entrypoint=python -c "[print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; raise SystemExit(4)"`)
+	if code != exitJobFailed || strings.Contains(stderr, "warning: the step's history") {
+		t.Fatalf("run: exit %d, want %d and no history warning\n%s", code, exitJobFailed, stderr)
+	}
+	if keys := srv.Keys(t, "raystep-history"); len(keys) != 2 || !strings.HasPrefix(keys[0], "ml-ads/raystep-") {
+		t.Fatalf("the bucket holds %q, want the step's record and log under ml-ads/", keys)
+	}
+
+	elsewhere := maps.Clone(env)
+	elsewhere["XDG_STATE_HOME"], elsewhere["HOME"] = t.TempDir(), t.TempDir()
+	delete(elsewhere, "RAY_ADDRESS")
+	code, out, errOut := runRay(t, elsewhere, "ls", "--finished", "-o", "json")
+	var fs []finished
+	if err := json.Unmarshal([]byte(out), &fs); code != 0 || err != nil || len(fs) != 1 {
+		t.Fatalf("ls --finished -o json elsewhere: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if fs[0].Reason != "failed" || fs[0].ExitCode != exitJobFailed || fs[0].Status != "FAILED" {
+		t.Errorf("the store's record: %+v, want failed, exit %d, job FAILED", fs[0], exitJobFailed)
+	}
+	if code, log, errOut := runRay(t, elsewhere, "logs", fs[0].Name); code != 0 || log != stdout {
+		t.Errorf("logs %s elsewhere: exit %d, %d bytes; run relayed %d (%s)", fs[0].Name, code, len(log), len(stdout), errOut)
+	}
+
+	// The store goes away: the next step's result is its own.
+	gone := historyProfile(t, "s3://raystep-history/ml-ads?endpoint=http://"+closedPort(t)+"&use_path_style=true&region=us-east-1&disable_https=true")
+	env["RAYSTEP_PROFILE"] = gone
+	code, _, stderr = runRay(t, env, "run", "-f", train, "--set", `spec.entrypoint=python -c "print('ok')"`)
+	if code != exitOK || !strings.Contains(stderr, "warning: the step's history is not kept (its result is unchanged)") ||
+		!strings.Contains(stderr, "s3://raystep-history/ml-ads") {
+		t.Errorf("run with an unreachable store: exit %d, want 0 and a warning naming the store\n%s", code, stderr)
+	}
 }
