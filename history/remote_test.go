@@ -247,4 +247,3 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
-
