@@ -64,10 +64,30 @@ type Record struct {
 	Error   string    `json:"error,omitempty"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended"`
+	// Utilization is each node's CPU, memory and GPU use while the job
+	// ran: mean and peak of the samples the step took.
+	Utilization []NodeUtilization `json:"utilization,omitempty"`
 	// Log says how much of the driver's log was kept.
 	Log LogSummary `json:"log"`
 	// PID is the raystep process that ran the step, while it runs.
 	PID int `json:"pid,omitempty"`
+}
+
+// NodeUtilization is one node's utilization over a step's job, in
+// percent.
+type NodeUtilization struct {
+	Node    string `json:"node"`
+	Samples int    `json:"samples"`
+	CPU     Stat   `json:"cpu"`
+	Memory  Stat   `json:"memory"`
+	// GPU is left out for a node without GPUs.
+	GPU *Stat `json:"gpu,omitempty"`
+}
+
+// Stat is a mean and a peak.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	Peak float64 `json:"peak"`
 }
 
 // Reasons a step ended with. A cancelled step's reason names the signal:

@@ -68,6 +68,10 @@ type Runner struct {
 	StopTimeout time.Duration
 	// PollInterval spaces status polls.
 	PollInterval time.Duration
+	// SampleEvery spaces the samples of the nodes' utilization taken
+	// while the job runs (Result.Utilization); zero means
+	// DefaultSampleEvery, negative none.
+	SampleEvery time.Duration
 	// NewRunID makes the run id of a standalone step that reaches Run
 	// unresolved (see Resolve); nil means random.
 	NewRunID func() string
@@ -89,6 +93,12 @@ type Result struct {
 	Job JobInfo
 	// Durations holds the time spent in each phase that ran.
 	Durations map[Phase]time.Duration
+	// Utilization summarizes each node's utilization while the job ran,
+	// from the samples the runner took; empty when it took none.
+	Utilization []NodeUtilization
+	// JobTime is the job's run time: Ray's start to end when Ray said,
+	// else the run phase's duration (what GPU-hours are counted from).
+	JobTime time.Duration
 }
 
 // Run runs one step and returns the step's error: nil when the Ray job

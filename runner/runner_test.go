@@ -75,6 +75,7 @@ func TestRunSuccess(t *testing.T) {
 			PhaseProvision: 30 * one, PhaseDashboard: one, PhaseUpload: 2 * one, PhaseSubmit: one,
 			PhaseRun: time.Hour, PhaseTeardown: 5 * one,
 		},
+		JobTime: time.Hour,
 	}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)

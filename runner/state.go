@@ -12,6 +12,7 @@ import (
 // for events, which the backend shares and which locks itself.
 type state struct {
 	r     *Runner
+	util  utilization // the nodes' samples while the job runs
 	clock Clock
 	step  Step
 	id    string // StepID, also the submission id
@@ -150,6 +151,8 @@ func (s *state) result() Result {
 		DashboardURL: s.dash.shownURL(),
 		Job:          s.info,
 		Durations:    map[Phase]time.Duration{},
+		Utilization:  s.util.summary(),
+		JobTime:      s.jobTime(),
 	}
 	if s.cluster != nil {
 		res.Cluster = s.cluster.Name()

@@ -95,3 +95,26 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 }
+
+// TestUtilizationSummary: a node's mean and peak over the samples, a
+// node without GPUs has no GPU figures, and the head comes first.
+func TestUtilizationSummary(t *testing.T) {
+	var u utilization
+	u.add([]NodeSample{{Node: "w1", CPU: 10, Mem: 20, GPU: 50}, {Node: "h (head)", CPU: 5, Mem: 40, GPU: -1}})
+	u.add([]NodeSample{{Node: "w1", CPU: 30, Mem: 20, GPU: 100}, {Node: "h (head)", CPU: 15, Mem: 60, GPU: -1}})
+	got := u.summary()
+	if len(got) != 2 || got[0].Node != "h (head)" || got[1].Node != "w1" {
+		t.Fatalf("summary = %+v, want the head then w1", got)
+	}
+	h, w := got[0], got[1]
+	if h.Samples != 2 || h.CPU != (Stat{Mean: 10, Peak: 15}) || h.Mem != (Stat{Mean: 50, Peak: 60}) || h.GPU != nil {
+		t.Errorf("head: %+v", h)
+	}
+	if w.GPU == nil || *w.GPU != (Stat{Mean: 75, Peak: 100}) || w.CPU != (Stat{Mean: 20, Peak: 30}) {
+		t.Errorf("w1: %+v (gpu %+v)", w, w.GPU)
+	}
+	var none utilization
+	if s := none.summary(); len(s) != 0 {
+		t.Errorf("no samples: %+v", s)
+	}
+}

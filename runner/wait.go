@@ -23,7 +23,9 @@ const (
 // when the dashboard stops answering and when it answers again. The job's
 // own end is read from its status, not the stream.
 func (s *state) wait(ctx context.Context) error {
+	stop := s.sampleNodes(ctx)
 	err := s.jobs.Tail(ctx, s.id, s.line, s.outage)
+	stop()
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,11 +171,16 @@ func (h *stepHistory) finish(res runner.Result, err error, code int) {
 			rec.Phases[string(p)] = d.Seconds()
 		}
 	}
-	jobTime := res.Durations[runner.PhaseRun] // as raystep/gpu_hours: Ray's job time when Ray said
-	if j := res.Job; !j.Start.IsZero() && j.End.After(j.Start) {
-		jobTime = j.End.Sub(j.Start)
+	rec.GPUHours = float64(s.GPUCount) * res.JobTime.Hours() // as raystep/gpu_hours
+	for _, u := range res.Utilization {
+		nu := history.NodeUtilization{Node: u.Node, Samples: u.Samples,
+			CPU:    history.Stat{Mean: round1(u.CPU.Mean), Peak: round1(u.CPU.Peak)},
+			Memory: history.Stat{Mean: round1(u.Mem.Mean), Peak: round1(u.Mem.Peak)}}
+		if u.GPU != nil {
+			nu.GPU = &history.Stat{Mean: round1(u.GPU.Mean), Peak: round1(u.GPU.Peak)}
+		}
+		rec.Utilization = append(rec.Utilization, nu)
 	}
-	rec.GPUHours = float64(s.GPUCount) * jobTime.Hours()
 	if perr := h.dir.Put(rec); perr != nil {
 		h.a.warnHistory(perr)
 	}
@@ -202,6 +208,9 @@ func (h *stepHistory) putRemote(rec history.Record) error {
 	}
 	return err
 }
+
+// round1 rounds a percentage to one decimal.
+func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
 func (a *app) warnHistory(err error) {
 	fmt.Fprintf(a.stderr, "raystep: warning: the step's history is not kept (its result is unchanged): %v\n", err)

@@ -92,6 +92,19 @@ func (j Jobs) Get(ctx context.Context, id string) (runner.JobInfo, error) {
 		DriverExitCode: d.DriverExitCode, Start: d.Started(), End: d.Ended()}, nil
 }
 
+// Nodes returns the utilization of the cluster's alive nodes.
+func (j Jobs) Nodes(ctx context.Context) ([]runner.NodeSample, error) {
+	nodes, err := j.Client.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runner.NodeSample, len(nodes))
+	for i, n := range nodes {
+		out[i] = runner.NodeSample{Node: n.Name, CPU: n.CPU, Mem: n.Mem, GPU: n.GPU}
+	}
+	return out, nil
+}
+
 // Stop asks Ray to stop a job; an unknown job wraps runner.ErrNotFound.
 func (j Jobs) Stop(ctx context.Context, id string) (bool, error) {
 	ok, err := j.Client.Stop(ctx, id)

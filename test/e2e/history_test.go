@@ -24,6 +24,13 @@ type finished struct {
 	Status   string             `json:"status"`
 	Phases   map[string]float64 `json:"phases"`
 	Log      struct{ Bytes, Kept int64 }
+	// Utilization is each node's use while the job ran.
+	Utilization []struct {
+		Node    string
+		Samples int
+		CPU     struct{ Mean, Peak float64 }
+		Memory  struct{ Mean, Peak float64 }
+	}
 }
 
 // finishedSteps runs ls --finished -o json in state.
@@ -219,7 +226,7 @@ func TestHistoryInObjectStorage(t *testing.T) {
 		env[k] = v
 	}
 	code, stdout, stderr := runRay(t, env, "run", "-f", train,
-		"--set", `spec.entrypoint=python -c "[print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; raise SystemExit(4)"`)
+		"--set", `spec.entrypoint=python -c "import time; [print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; time.sleep(3); raise SystemExit(4)"`)
 	if code != exitJobFailed || strings.Contains(stderr, "warning: the step's history") {
 		t.Fatalf("run: exit %d, want %d and no history warning\n%s", code, exitJobFailed, stderr)
 	}
@@ -237,6 +244,11 @@ func TestHistoryInObjectStorage(t *testing.T) {
 	}
 	if fs[0].Reason != "failed" || fs[0].ExitCode != exitJobFailed || fs[0].Status != "FAILED" {
 		t.Errorf("the store's record: %+v, want failed, exit %d, job FAILED", fs[0], exitJobFailed)
+	}
+	// The step sampled its head while the job ran (3 s, a sample after 1 s).
+	if u := fs[0].Utilization; len(u) != 1 || !strings.HasSuffix(u[0].Node, "(head)") || u[0].Samples < 1 ||
+		u[0].Memory.Peak <= 0 || u[0].Memory.Peak > 100 || u[0].CPU.Peak < u[0].CPU.Mean {
+		t.Errorf("the record's utilization: %+v, want the head's, sampled at least once", u)
 	}
 	if code, log, errOut := runRay(t, elsewhere, "logs", fs[0].Name); code != 0 || log != stdout {
 		t.Errorf("logs %s elsewhere: exit %d, %d bytes; run relayed %d (%s)", fs[0].Name, code, len(log), len(stdout), errOut)

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -80,7 +79,7 @@ func (ps *probes) run(ctx context.Context, p *probe, key string) {
 // result is one poll.
 type result struct {
 	jobs  []raysubmit.JobDetails
-	nodes []nodeStats
+	nodes []raysubmit.NodeStats
 	at    time.Time
 	err   error
 }
@@ -107,7 +106,7 @@ func (ps *probes) once(ctx context.Context, key string) result {
 	if err != nil {
 		return result{err: fmt.Errorf("list the Ray jobs: %w", err)}
 	}
-	nodes, err := nodeSummary(ctx, c)
+	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return result{jobs: jobs, err: err}
 	}
@@ -125,9 +124,9 @@ func (p *probe) record(res result) {
 	}
 	cutoff := res.at.Add(-utilWindow)
 	for _, n := range res.nodes {
-		s := append(p.nodes[n.name], n.sample(res.at))
+		s := append(p.nodes[n.Name], Sample{At: res.at, CPU: n.CPU, Mem: n.Mem, GPU: n.GPU})
 		i, _ := slices.BinarySearchFunc(s, cutoff, func(x Sample, t time.Time) int { return x.At.Compare(t) })
-		p.nodes[n.name] = s[i:]
+		p.nodes[n.Name] = s[i:]
 	}
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -166,65 +165,4 @@ func (p *probe) await(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// nodeStats is one node of the dashboard's GET /nodes?view=summary, as
-// Ray 2.60's reporter agent publishes it (keys in camelCase).
-type nodeStats struct {
-	name     string
-	Hostname string    `json:"hostname"`
-	IP       string    `json:"ip"`
-	CPU      float64   `json:"cpu"` // percent
-	Mem      []float64 `json:"mem"` // total, available, percent, used (bytes)
-	GPUs     []struct {
-		Utilization *float64 `json:"utilizationGpu"`
-	} `json:"gpus"`
-	Raylet struct {
-		NodeID     string `json:"nodeId"`
-		State      string `json:"state"`
-		IsHeadNode bool   `json:"isHeadNode"`
-	} `json:"raylet"`
-}
-
-func (n nodeStats) sample(at time.Time) Sample {
-	s := Sample{At: at, CPU: n.CPU, GPU: -1}
-	if len(n.Mem) >= 3 {
-		s.Mem = n.Mem[2]
-	}
-	var sum float64
-	var count int
-	for _, g := range n.GPUs {
-		if g.Utilization != nil {
-			sum += *g.Utilization
-			count++
-		}
-	}
-	if count > 0 {
-		s.GPU = sum / float64(count)
-	}
-	return s
-}
-
-// nodeSummary asks the dashboard for its alive nodes' stats.
-func nodeSummary(ctx context.Context, c *raysubmit.Client) ([]nodeStats, error) {
-	var body struct {
-		Data struct {
-			Summary []nodeStats `json:"summary"`
-		} `json:"data"`
-	}
-	if err := c.GetJSON(ctx, "/nodes?view=summary", &body); err != nil {
-		return nil, fmt.Errorf("read node stats: %w", err)
-	}
-	out := body.Data.Summary[:0]
-	for _, n := range body.Data.Summary {
-		if n.Raylet.State != "" && n.Raylet.State != "ALIVE" {
-			continue
-		}
-		n.name = cmp.Or(n.Hostname, n.IP, n.Raylet.NodeID)
-		if n.Raylet.IsHeadNode {
-			n.name += " (head)"
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
