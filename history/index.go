@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,9 +43,10 @@ type Index struct {
 }
 
 type cached struct {
-	st  stamp
-	rec Record
-	err error
+	st   stamp
+	rec  Record
+	json []byte
+	err  error
 }
 
 // NewIndex reads local (nil: none) and remote (nil: none).
@@ -63,12 +65,29 @@ func NewIndex(local *Dir, remote *Remote) *Index {
 // an object store's latency, few enough not to be throttled.
 const readers = 16
 
+// Entry is a listed record with its JSON (compact, as /api/history
+// serves it), encoded once when the record was read.
+type Entry struct {
+	Record Record
+	JSON   []byte
+}
+
 // List returns the records of steps that ended at or after since, the
 // latest first, and an error for each record or store that cannot be
 // read (what can be read is still returned).
 func (x *Index) List(ctx context.Context, since time.Time) ([]Record, []error) {
+	entries, errs := x.Entries(ctx, since)
+	recs := make([]Record, len(entries))
+	for i, e := range entries {
+		recs[i] = e.Record
+	}
+	return recs, errs
+}
+
+// Entries is List with each record's JSON.
+func (x *Index) Entries(ctx context.Context, since time.Time) ([]Entry, []error) {
 	seen := map[string]bool{}
-	var recs []Record
+	var out []Entry
 	var errs []error
 	for _, src := range x.sources {
 		stamps, err := src.stamps(ctx)
@@ -84,18 +103,18 @@ func (x *Index) List(ctx context.Context, since time.Time) ([]Record, []error) {
 			case c.err != nil:
 				errs = append(errs, c.err)
 			case !c.rec.Ended.Before(since):
-				recs = append(recs, c.rec)
+				out = append(out, Entry{Record: c.rec, JSON: c.json})
 			}
 			seen[name] = true
 		}
 	}
-	slices.SortFunc(recs, func(a, b Record) int {
-		if c := b.Ended.Compare(a.Ended); c != 0 {
+	slices.SortFunc(out, func(a, b Entry) int {
+		if c := b.Record.Ended.Compare(a.Record.Ended); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Name, b.Name)
+		return strings.Compare(a.Record.Name, b.Record.Name)
 	})
-	return recs, errs
+	return out, errs
 }
 
 // readAll returns every record of stamps, reading only those not cached
@@ -122,8 +141,12 @@ func (x *Index) readAll(ctx context.Context, src source, stamps map[string]stamp
 		wg.Go(func() {
 			for name := range next {
 				rec, err := src.read(ctx, name)
+				var data []byte
+				if err == nil {
+					data, err = json.Marshal(rec)
+				}
 				mu.Lock()
-				out[name] = cached{st: stamps[name], rec: rec, err: err}
+				out[name] = cached{st: stamps[name], rec: rec, json: data, err: err}
 				mu.Unlock()
 			}
 		})

@@ -39,7 +39,13 @@ Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN) or
 It answers only its own host names (loopback ones, the --addr host, and
 those of --public-url) and only its own pages: a request naming another
 host (DNS rebinding) is refused with 421, one from another site's page
-(a cross-origin read, WebSocket or event stream) with 403.`,
+(a cross-origin read, WebSocket or event stream) with 403.
+
+Its History view (/history, and /api/history as JSON) lists the steps
+that ended, from this machine's history and the store the profile's
+spec.history.url names, with a page per step: its record, phases,
+utilization and driver log. A fresh ui with no local state and the
+profile shows what every step wrote to that store.`,
 		Example: "  raystep ui -A\n  raystep ui -n ml-ads --dagster-url http://localhost:3000",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ui(cmd, o) },
@@ -90,6 +96,10 @@ func (a *app) ui(cmd *cobra.Command, o uiOptions) error {
 	reach, heads := a.uiHeads(cmd, kube.clients)
 	defer heads.Close()
 	srv := &ui.Server{Store: store, Auth: auth, Dagster: dagster, Scope: strings.Join(kube.scope, " and "), Reach: reach, Pods: pods}
+	if idx, done, err := a.historyIndex(cmd); err == nil {
+		defer done()
+		srv.History = idx
+	}
 	defer srv.Close()
 	return ui.Serve(ctx, o.addr, srv.Handler(), a.stdout)
 }

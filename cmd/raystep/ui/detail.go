@@ -134,11 +134,14 @@ type clusterData struct {
 	Jobs     []JobRow
 	RayError string
 	Polled   bool
-	Metrics  []string
+	Metrics  []chart
 }
 
-// metrics are the utilization charts, by file name.
-var metrics = []string{"cpu", "mem", "gpu"}
+// chart is one utilization chart: its file name and its heading.
+type chart struct{ ID, Title string }
+
+// metrics are the utilization charts.
+var metrics = []chart{{"cpu", "CPU per node"}, {"mem", "Memory per node"}, {"gpu", "GPU per node"}}
 
 func (s *Server) clusterData(rec *Record, p *probe) clusterData {
 	now := s.now()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/history"
 )
 
 //go:embed assets
@@ -38,6 +39,9 @@ type Server struct {
 	Reach Reach
 	// Pods holds the Ray pods and warnings of the cluster pages; nil shows none.
 	Pods *Pods
+	// History is the history of ended steps the History view shows; nil
+	// shows none.
+	History *history.Index
 	// Poll is how often an open cluster page's head is asked for its jobs
 	// and utilization; zero means every 5s.
 	Poll time.Duration
@@ -54,6 +58,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /events", s.events)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.detailRoutes(mux)
+	s.historyRoutes(mux)
 	return s.Auth.wrap(mux)
 }
 
