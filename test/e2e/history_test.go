@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"maps"
+
+	"github.com/chromedp/chromedp"
+	"github.com/raystep/raystep/test/browser"
 
 	"bufio"
 	"encoding/json"
@@ -253,6 +258,33 @@ func TestHistoryInObjectStorage(t *testing.T) {
 	if code, log, errOut := runRay(t, elsewhere, "logs", fs[0].Name); code != 0 || log != stdout {
 		t.Errorf("logs %s elsewhere: exit %d, %d bytes; run relayed %d (%s)", fs[0].Name, code, len(log), len(stdout), errOut)
 	}
+
+	// A fresh raystep ui there, with no local state, shows the step in its
+	// History view, and its page shows the log and the utilization.
+	var uiEnv []string
+	for k, v := range elsewhere {
+		uiEnv = append(uiEnv, k+"="+v)
+	}
+	base := startUIWith(t, raystepBin, childEnv(append(uiEnv, "KUBECONFIG=", "RAYSTEP_BACKEND=local")...))
+	tab := browser.New(t)
+	ctx, cancel := context.WithTimeout(tab.Ctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"history")); err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`document.querySelector('#history tr[data-name=%q]')`, fs[0].Name)
+	awaitPage(ctx, t, tab, "the step in the History view", row+` !== null && `+row+`.textContent.includes("failed, job FAILED")`)
+	href, err := chromedp.Run(ctx, chromedp.Evaluate[string](row+`.querySelector("a").href`))
+	if err != nil || href != base+"history/"+fs[0].Name+"/" {
+		t.Fatalf("the step's link in the History view: %q, %v", href, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(href)); err != nil { // as a click would
+		t.Fatal(err)
+	}
+	awaitPage(ctx, t, tab, "the step's log and utilization", `document.getElementById("log") !== null &&
+		document.getElementById("log").textContent.includes("epoch 299 loss") &&
+		document.querySelector("#utilization tbody td").textContent.endsWith("(head)")`)
+	tab.Shot("history-step")
 
 	// The store goes away: the next step's result is its own.
 	gone := historyProfile(t, "s3://raystep-history/ml-ads?endpoint=http://"+closedPort(t)+"&use_path_style=true&region=us-east-1&disable_https=true")

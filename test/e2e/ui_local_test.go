@@ -109,8 +109,15 @@ func (p pageWatch) awaitDown(t *testing.T, name string) {
 // environment and returns its page's URL; the test's end kills it.
 func (e localEnv) startUI(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(e.bin, "ui", "--addr", "127.0.0.1:0")
-	cmd.Env, cmd.Dir = e.env(), t.TempDir()
+	return startUIWith(t, e.bin, e.env())
+}
+
+// startUIWith starts bin's `raystep ui` on a free port with env and
+// returns its page's URL; the test's end kills it.
+func startUIWith(t *testing.T, bin string, env []string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "ui", "--addr", "127.0.0.1:0")
+	cmd.Env, cmd.Dir = env, t.TempDir()
 	out, errOut := newWatchBuffer(), &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Start(); err != nil {
