@@ -100,6 +100,9 @@ func (s *state) metadata() pipes.Metadata {
 	if u := s.dash.shownURL(); u != "" {
 		put("dashboard_url", pipes.URL(u))
 	}
+	if s.step.HistoryURL != "" {
+		put("history_url", pipes.URL(s.step.HistoryURL))
+	}
 	put("backend", pipes.Text(s.r.Backend.Name()))
 	if s.cluster != nil {
 		put("cluster", pipes.Text(s.cluster.Name()))

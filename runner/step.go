@@ -65,6 +65,9 @@ type Step struct {
 	Shape string
 	// Dagster is the Pipes invocation; zero when standalone.
 	Dagster Dagster
+	// HistoryURL is the page of the step's history in raystep ui, linked
+	// from its Dagster metadata (raystep/history_url); empty for none.
+	HistoryURL string
 	// Notices are choices made for the user while the step was resolved
 	// (a teardown policy that does not apply, say); the runner tells them
 	// as warnings when the step starts.

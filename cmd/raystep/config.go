@@ -18,6 +18,9 @@ type config struct {
 	// RunCluster is the run cluster file (see schemas.RunCluster);
 	// --run-cluster overrides it.
 	RunCluster string `env:"RAYSTEP_RUN_CLUSTER"`
+	// UIURL is where raystep ui serves, for the History link in a step's
+	// Dagster metadata (run's --ui-url).
+	UIURL string `env:"RAYSTEP_UI_URL"`
 	// Namespace overrides the spec's and profile's namespace.
 	Namespace string `env:"RAYSTEP_NAMESPACE"`
 	// RayBin is the ray executable the local backend starts; empty means

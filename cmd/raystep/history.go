@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,37 @@ func (a *app) historyDir() (history.Dir, error) {
 		return history.Dir{}, err
 	}
 	return history.Dir{Root: filepath.Join(filepath.Dir(dir), "history")}, nil
+}
+
+// historyPage is the URL of step id's page in the History view of the
+// raystep ui at base (checked by checkUIURL); empty without a base.
+func historyPage(base, id string) string {
+	u, err := url.Parse(base)
+	if base == "" || err != nil {
+		return ""
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.JoinPath("history", id).String() + "/"
+}
+
+// checkUIURL refuses a --ui-url that is not one people open a page by.
+func checkUIURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return &usageError{fmt.Errorf("--ui-url %q: want the http(s) URL people open raystep ui by, e.g. https://raystep.example.com/", redactURL(base))}
+	}
+	return nil
+}
+
+// redactURL hides the password of a URL that carries one.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 // historyIndex reads this machine's history and the profile's store (if

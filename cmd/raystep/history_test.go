@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -198,5 +199,105 @@ func TestFinishedTableShowsAnUnknownExitCode(t *testing.T) {
 	fields := strings.Fields(strings.Split(out.String(), "\n")[1])
 	if len(fields) < 10 || fields[7] != "-" || strings.Join(fields[8:], " ") != "reaped by gc" { // ENDED is "1m ago"
 		t.Errorf("table row %q, want exit - and reaped by gc", fields)
+	}
+}
+
+// profileWithHistory writes the example profile with spec.history set to
+// lines (indented under history:).
+func profileWithHistory(t *testing.T, lines ...string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/platform.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "  history:\n"...)
+	for _, l := range lines {
+		data = append(data, "    "+l+"\n"...)
+	}
+	p := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestGCTrimsByTheProfile: the profile's history.keep is gc's default,
+// and gc trims the profile's store as well as this machine's history.
+func TestGCTrimsByTheProfile(t *testing.T) {
+	t.Parallel()
+	state, store := t.TempDir(), t.TempDir()
+	profile := profileWithHistory(t, "url: file://"+store, "keep: 24h")
+	local := history.Dir{Root: filepath.Join(state, "raystep", "history")}
+	remote, err := history.OpenRemote(context.Background(), "file://"+store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	now := time.Now()
+	for name, ended := range map[string]time.Time{"raystep-here-old": now.Add(-30 * time.Hour), "raystep-here-new": now.Add(-time.Hour)} {
+		if err := local.Put(history.Record{Name: name, Backend: "local", Reason: history.Succeeded, Started: ended, Ended: ended}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, ended := range map[string]time.Time{"raystep-pod-old": now.Add(-30 * time.Hour), "raystep-pod-new": now.Add(-time.Hour)} {
+		if err := remote.Put(context.Background(), history.Record{Name: name, Backend: "kuberay", Reason: history.Failed, Started: ended, Ended: ended}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runInState(t, state, "--profile", profile, "ls", "--finished", "-o", "json")
+	var recs []history.Record
+	if err := json.Unmarshal([]byte(out), &recs); code != 0 || err != nil || len(recs) != 4 {
+		t.Fatalf("ls --finished with the profile's store: exit %d, %v, %d records\n%s%s", code, err, len(recs), out, errOut)
+	}
+	code, out, errOut = runInState(t, state, "--profile", profile, "gc")
+	if code != 0 || !strings.Contains(out, "history raystep-here-old: removed (ended more than 24h0m0s ago)") ||
+		!strings.Contains(out, "history raystep-pod-old: removed") || strings.Contains(out, "-new") {
+		t.Fatalf("gc with history.keep 24h: exit %d\n%s%s", code, out, errOut)
+	}
+	left, errs := history.NewIndex(&local, remote).List(context.Background(), time.Time{})
+	if len(errs) != 0 || len(left) != 2 {
+		t.Errorf("after gc: %v, %v; want the two new ones", left, errs)
+	}
+}
+
+// TestHistorySettingsRefused: a profile's bad history URL or keep, and a
+// bad --ui-url, are usage errors naming what was expected, before
+// anything runs.
+func TestHistorySettingsRefused(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"url: gs://bucket/p"}, "/spec/history/url"},
+		{[]string{"url: s3://key:secret@bucket/p"}, "credentials do not belong in the URL"},
+		{[]string{"keep: forever"}, "/spec/history/keep"},
+	} {
+		profile := profileWithHistory(t, tc.lines...)
+		code, _, errOut := runInState(t, state, "--profile", profile, "ls", "--finished")
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, profile) || strings.Contains(errOut, "secret@") {
+			t.Errorf("profile with %v: exit %d, want %d and an error naming %q and the file\n%s", tc.lines, code, exitUsage, tc.want, errOut)
+		}
+	}
+	for _, bad := range []string{"javascript:alert(1)", "raystep.example.com", "https://user:pw@raystep.example.com/"} {
+		code, _, errOut := runInState(t, state, "run", "-f", "../../examples/ads_ranking/train.yaml", "--ui-url", bad)
+		if code != exitUsage || !strings.Contains(errOut, "--ui-url") || strings.Contains(errOut, ":pw@") {
+			t.Errorf("run --ui-url %q: exit %d, want %d\n%s", bad, code, exitUsage, errOut)
+		}
+	}
+}
+
+// TestHistoryPage: the step's page in the UI's History view, under the
+// UI's own path, without its query.
+func TestHistoryPage(t *testing.T) {
+	for base, want := range map[string]string{
+		"https://raystep.example.com":           "https://raystep.example.com/history/raystep-x-1/",
+		"https://raystep.example.com/ml/?tab=1": "https://raystep.example.com/ml/history/raystep-x-1/",
+		"":                                      "",
+	} {
+		if got := historyPage(base, "raystep-x-1"); got != want {
+			t.Errorf("historyPage(%q) = %q, want %q", base, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type runOptions struct {
 	runCluster                  string // --run-cluster: the run's cluster section
 	set                         []string
 	pipesContext, pipesMessages string
+	uiURL                       string // --ui-url: where raystep ui serves the History view
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -81,6 +83,12 @@ warns at once and every 30s, and after RAYSTEP_DASHBOARD_OUTAGE (default
 3m) without an answer it fails the step (exit 3), stopping the job if the
 dashboard lets it; a private head ends the job with the head.
 
+When the step ends its history is kept (see raystep logs and ls
+--finished): on this machine, and in the store the profile's
+spec.history.url names. With --ui-url (or $RAYSTEP_UI_URL) naming where
+raystep ui serves, the step's Dagster metadata raystep/history_url links to
+its page in the UI's History view.
+
 A second signal stops waiting for the teardown. On the local backend a
 SIGKILLed run leaves nothing behind either: the private head's keeper sees
 raystep gone and kills every process of the head and the job.
@@ -103,6 +111,7 @@ raystep gone and kills every process of the head and the job.
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
 	addRunClusterFlag(f, &o.runCluster)
+	f.StringVar(&o.uiURL, "ui-url", "", "raystep ui's URL (default $RAYSTEP_UI_URL): the step's Dagster metadata links to its History page there")
 	f.StringVar(&a.logFormat, "log-format", "", "progress on stderr: "+progress.Formats+" (default $RAYSTEP_LOG_FORMAT, else auto)")
 	f.StringVar(&o.pipesContext, "dagster-pipes-context", "", "Dagster Pipes context bootstrap (set by Dagster)")
 	f.StringVar(&o.pipesMessages, "dagster-pipes-messages", "", "Dagster Pipes messages bootstrap (set by Dagster)")
@@ -181,6 +190,9 @@ type prepared struct {
 // backend (choices made for the user are notices on the step); nothing is
 // started.
 func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (prepared, error) {
+	if err := checkUIURL(cmp.Or(o.uiURL, a.cfg.UIURL)); err != nil {
+		return prepared{}, err
+	}
 	profile, err := a.profile(cmd)
 	if err != nil {
 		return prepared{}, err
@@ -221,6 +233,7 @@ func (a *app) prepare(cmd *cobra.Command, o runOptions, sess *pipes.Session) (pr
 		step.Notices = append(step.Notices, "spec.cluster.reuse is run, but the step is not part of a Dagster run: "+
 			"it gets a cluster of its own, deleted at its end")
 	}
+	step.HistoryURL = historyPage(cmp.Or(o.uiURL, a.cfg.UIURL), step.ID) // the ID is Place's
 	return prepared{step: step, spec: spec, profile: profile, backend: b}, err
 }
 

@@ -137,6 +137,13 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
     namespace: str | None = Field(
         default=None, description="`--namespace` for the kuberay backend."
     )
+    ui_url: str | None = Field(
+        default=None,
+        description=(
+            "`--ui-url`: where `raystep ui` serves; each step's metadata `raystep/history_url` "
+            "links to its page in the UI's History view. Default $RAYSTEP_UI_URL."
+        ),
+    )
     ray_address: str | None = Field(
         default=None,
         description="RAY_ADDRESS for the local backend: use this running Ray cluster.",
@@ -215,6 +222,8 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
             args += ["--namespace", self.namespace]
         if self.profile:
             args += ["--profile", self.profile]
+        if self.ui_url:
+            args += ["--ui-url", self.ui_url]
         if self.run_cluster:
             if self.cluster_reuse not in (None, "run"):
                 msg = (

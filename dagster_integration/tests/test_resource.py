@@ -92,6 +92,7 @@ def test_command(tmp_path: Path) -> None:
                 backend="kuberay",
                 namespace="ml-ads",
                 profile="/etc/raystep/profile.yaml",
+                ui_url="https://raystep.example.com/",
             ),
             {},
             [
@@ -105,6 +106,8 @@ def test_command(tmp_path: Path) -> None:
                 "ml-ads",
                 "--profile",
                 "/etc/raystep/profile.yaml",
+                "--ui-url",
+                "https://raystep.example.com/",
             ],
         ),
         (

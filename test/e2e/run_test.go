@@ -34,6 +34,7 @@ func TestRunTrainUnderPipes(t *testing.T) {
 	env, messages := pipesEnv(t, pipes.ContextData{AssetKeys: []string{"ads_ranking_model"}, RunID: runID(t), Extras: map[string]any{}})
 	env["RAY_ADDRESS"] = ray.Head(t).DashboardURL()
 	model := filepath.Join(t.TempDir(), "model")
+	env["RAYSTEP_UI_URL"] = "https://raystep.example.com/ml/?view=x"
 	code, stdout, stderr := runRay(t, env, "run", "-f", train,
 		"--set", "spec.runtimeEnv.env_vars.ADS_MODEL_DIR="+model,
 		"--set", "spec.entrypoint=python train.py --epochs 2 --rows 20000 --seed 7")
@@ -57,6 +58,7 @@ func TestRunTrainUnderPipes(t *testing.T) {
 		"loss": "float", "auc": "float", "rows": "int", "epochs": "int",
 		"raystep/dashboard_url": "url", "raystep/ray_job_id": "text", "raystep/submission_id": "text",
 		"raystep/backend": "text", "raystep/duration_run_s": "float", "raystep/duration_total_s": "float",
+		"raystep/history_url": "url",
 	}
 	gotTypes := map[string]string{}
 	for key := range want {
@@ -67,6 +69,10 @@ func TestRunTrainUnderPipes(t *testing.T) {
 	}
 	if v, _ := metaValue(t, meta, "raystep/backend"); v != "local" {
 		t.Errorf("raystep/backend = %v, want local", v)
+	}
+	id, _ := metaValue(t, meta, "raystep/submission_id")
+	if v, _ := metaValue(t, meta, "raystep/history_url"); v != fmt.Sprintf("https://raystep.example.com/ml/history/%s/", id) {
+		t.Errorf("raystep/history_url = %v, want the step's page in the UI's History view", v)
 	}
 	if !strings.Contains(logText(ms), "epoch 2/2") {
 		t.Errorf("the driver's log messages did not reach Dagster:\n%s", logText(ms))
