@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // downOptions are down's flags.
@@ -59,18 +60,32 @@ func downArgs(o downOptions, names []string) error {
 // them.
 func (a *app) down(cmd *cobra.Command, o downOptions, names []string) error {
 	say := func(msg string) { fmt.Fprintln(a.stdout, msg) }
-	if o.runID == "" {
-		s, err := a.site(cmd, "down")
-		if err != nil {
-			return err
-		}
-		return s.Down(cmd.Context(), names, say)
-	}
 	fleets, err := a.fleets(cmd, "down")
+	if o.runID == "" {
+		s, serr := a.site(cmd, "down")
+		if serr != nil {
+			return serr
+		}
+		var ledger *clusterLedger
+		if err == nil { // the history of the clusters down deletes, from the site's own fleet
+			var mine []fleet.Fleet
+			for _, f := range fleets {
+				if _, kube := f.(*kuberay.Fleet); kube == (a.backend(cmd) == "kuberay") {
+					mine = append(mine, f)
+				}
+			}
+			ledger = a.noteClusters(cmd, mine, fleet.Scope{Namespace: o.namespace})
+		}
+		err = s.Down(cmd.Context(), names, say)
+		ledger.record("deleted by raystep down")
+		return err
+	}
 	if err != nil {
 		return err
 	}
+	ledger := a.noteClusters(cmd, fleets, fleet.Scope{Namespace: o.namespace})
 	n, err := fleet.DownRun(cmd.Context(), fleets, fleet.Scope{Namespace: o.namespace}, o.runID, say)
+	ledger.record("deleted when Dagster run " + o.runID + " ended")
 	if n == 0 && err == nil {
 		fmt.Fprintf(a.stdout, "Dagster run %s has no run-scoped clusters: nothing to delete\n", o.runID)
 	}

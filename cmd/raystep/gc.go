@@ -90,11 +90,16 @@ func (a *app) gc(cmd *cobra.Command, o gcOptions) error {
 	if err != nil {
 		return err
 	}
+	var ledger *clusterLedger
+	if !o.dryRun {
+		ledger = a.noteClusters(cmd, fleets, scope)
+	}
 	err = fleet.GC(cmd.Context(), fleets, scope, fleet.GCOptions{OlderThan: o.olderThan, HeartbeatGrace: o.heartbeatGrace,
 		DryRun: o.dryRun, Now: o.now()}, func(line string) { fmt.Fprintln(a.stdout, line) })
 	if o.dryRun {
 		return err
 	}
+	ledger.record("deleted by raystep gc (expired, or its head died)")
 	profile, perr := a.profile(cmd)
 	if perr != nil {
 		return errors.Join(err, perr)

@@ -24,6 +24,8 @@ import (
 // finished is what ls --finished -o json says of a step.
 type finished struct {
 	Name     string             `json:"name"`
+	Kind     string             `json:"kind"`
+	Spec     string             `json:"spec"`
 	Reason   string             `json:"reason"`
 	ExitCode int                `json:"exit_code"`
 	Status   string             `json:"status"`

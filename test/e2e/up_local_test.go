@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -346,6 +347,15 @@ spec:
 	assertLocalHeadGone(t, h)
 	if _, ok := e.record(t, "life"); ok {
 		t.Errorf("down left the record of life")
+	}
+	// The history keeps the cluster's life, and the step it lent itself to.
+	ended := finishedSteps(t, e.state)
+	var kinds []string
+	for _, f := range ended {
+		kinds = append(kinds, f.Kind+" "+f.Spec+": "+f.Reason)
+	}
+	if want := []string{"interactive life: deleted by raystep down", "step borrower: succeeded"}; !slices.Equal(kinds, want) {
+		t.Errorf("ls --finished after down: %q, want %q", kinds, want)
 	}
 	page.awaitDown(t, "life")
 	if code, _, errOut := e.raystep(t, "down", "life"); code != exitUsage || !strings.Contains(errOut, "no such local cluster") {
