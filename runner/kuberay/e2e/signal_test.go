@@ -23,9 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/history"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/test/s3test"
 	"github.com/raystep/raystep/test/syncbuf"
 )
 
@@ -397,19 +399,67 @@ func TestBinarySIGKILLThenRestartReattaches(t *testing.T) {
 
 // TestBinarySIGTERMWhileRunning: SIGTERM while the job runs stops the Ray
 // job, deletes the RayJob, its RayCluster and pods, and exits 143.
+//
+// Its profile names an S3 store for the history (moto's server, a process
+// of its own): once raystep exited, another raystep with no local state,
+// as a later Dagster pod or a laptop would be, lists the step as
+// cancelled by SIGTERM and prints its driver log.
 func TestBinarySIGTERMWhileRunning(t *testing.T) {
 	t.Parallel()
 	setup(t)
 	bin := buildRaystep(t)
 	ns := namespace(t, "e2e-bin-sigterm")
 	s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(120)"`)
+	store := s3test.Start(t)
+	store.CreateBucket(t, "raystep-history")
+	profile := profileWithHistory(t, store.URL("raystep-history", ns))
+	s.env = append(append(s.env, "RAYSTEP_PROFILE="+profile), s3test.Env()...) // the last of a name wins
 	p := s.start(t)
 	waitJobRunning(t, s, p)
+	// The driver's line relayed (the buffer wakes nobody: looked at every
+	// 100 ms), so the history has a log to keep.
+	for !strings.Contains(p.out.String(), "sleeping\n") {
+		select {
+		case <-p.done:
+			t.Fatalf("raystep exited (%v) before it relayed the driver's line:\n%s", p.err, p.out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	terminate(t, p)
 	if jobs := stepJobs(t, s.runID); len(jobs) != 1 || jobs[0].Status != raysubmit.StatusStopped {
 		t.Errorf("Ray jobs of the run after SIGTERM: %+v, want one, STOPPED", jobs)
 	}
 	nothingLeft(t, ns)
+
+	elsewhere := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir(),
+		"RAYSTEP_PROFILE=" + profile, "KUBECONFIG="}, s3test.Env()...)
+	out := mustRaystep(t, elsewhere, "ls", "--finished", "-o", "json").stdout
+	var recs []history.Record
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 1 {
+		t.Fatalf("ls --finished elsewhere: %v\n%s", err, out)
+	}
+	if r := recs[0]; r.Name != s.id || r.Backend != "kuberay" || r.Namespace != ns || r.Reason != "cancelled (SIGTERM)" ||
+		r.ExitCode != 143 || r.Phases["teardown"] <= 0 || r.DagsterRun != s.runID {
+		t.Errorf("the store's record: %+v", r)
+	}
+	if log := mustRaystep(t, elsewhere, "logs", s.id).stdout; !strings.Contains(log, "sleeping\n") {
+		t.Errorf("logs %s elsewhere: %q, want the driver's line", s.id, log)
+	}
+}
+
+// profileWithHistory writes the example profile with spec.history.url.
+func profileWithHistory(t *testing.T, url string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../../examples/platform.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "  history:\n    url: \""+url+"\"\n"...)
+	p := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestBinarySIGTERMWhileProvisioning: SIGTERM while the RayJob is
