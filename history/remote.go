@@ -35,8 +35,7 @@ type Remote struct {
 //
 // S3's credentials come from where AWS's tools look for them (the
 // environment, ~/.aws, the pod's web identity or instance role), never
-// from the URL. An S3-compatible store (MinIO, Ceph, Google Cloud
-// Storage's XML API) is reached with endpoint.
+// from the URL. An S3-compatible store is reached with endpoint.
 func ParseURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -79,9 +78,8 @@ func ParseURL(raw string) (string, error) {
 }
 
 // opener opens the two kinds of bucket ParseURL allows, and no other:
-// Google Cloud Storage's own client is left out (its start-up alone
-// costs every raystep command several milliseconds); its XML API speaks
-// S3.
+// Google Cloud Storage's own client is left out (its package init alone
+// costs every raystep command several milliseconds of CPU).
 var opener = func() *blob.URLMux {
 	m := new(blob.URLMux)
 	m.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
