@@ -148,6 +148,8 @@ func reasonClass(reason string) string {
 		return "Succeeded"
 	case strings.HasPrefix(reason, "cancelled"):
 		return "Stopped"
+	case strings.HasPrefix(reason, "deleted"): // a person's or a run's cluster, its life over
+		return "Deleted"
 	}
 	return "Failed"
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/raystep/raystep/history"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
 )
@@ -267,6 +269,15 @@ func TestBinarySIGKILLThenGCFreesTheCluster(t *testing.T) {
 	want := "deleted RayJob " + ns + "/" + s.id + ": step gone: no heartbeat from "
 	if !strings.Contains(out, want) || !strings.Contains(out, holder+" for ") {
 		t.Fatalf("raystep gc after the kill printed %q, want %q from pid %s", out, want, holder)
+	}
+	// The same gc recorded the killed step in this machine's history.
+	if !strings.Contains(out, "history "+s.id+": recorded as reaped by gc") {
+		t.Errorf("raystep gc after the kill did not record the step in the history: %q", out)
+	}
+	var recs []history.Record
+	if err := json.Unmarshal([]byte(s.raystep(t, "ls", "--finished", "-o", "json")), &recs); err != nil || len(recs) != 1 ||
+		recs[0].Name != s.id || recs[0].Reason != history.Reaped || recs[0].Backend != "kuberay" || recs[0].Namespace != ns {
+		t.Errorf("ls --finished after gc: %+v (%v), want the step reaped by gc on kuberay in %s", recs, err, ns)
 	}
 	admin, err := kuberay.NewClients(shared.k8s.Config, kuberay.ConnectOptions{})
 	if err != nil {
