@@ -97,6 +97,7 @@ const (
 	Failed         = "failed"
 	Deadline       = "deadline"
 	Infrastructure = "infrastructure"
+	Preempted      = "preempted"
 	Invalid        = "invalid"
 )
 

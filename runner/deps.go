@@ -63,6 +63,15 @@ type Cluster interface {
 	Teardown(ctx context.Context, keep bool) error
 }
 
+// Disrupted is implemented by a Cluster that can lose pods to
+// disruptions (preemption, eviction, node loss). Disruption returns the
+// first one seen since the job ran, wrapping ErrPreempted, or nil: a job
+// that failed on a disrupted cluster is a preemption, not the job's
+// fault.
+type Disrupted interface {
+	Disruption() error
+}
+
 // Queued is implemented by a Cluster that may wait in a queue before it
 // is provisioned (a RayJob behind Kueue). Admitted returns once the queue
 // admitted it (at once when it is not queued), or fails as Ready does.

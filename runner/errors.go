@@ -17,6 +17,10 @@ var (
 	ErrJobFailed = errors.New("ray job failed")
 	// ErrJobStopped: the Ray job ended STOPPED by someone else (exit 1).
 	ErrJobStopped = errors.New("ray job stopped")
+	// ErrPreempted: the step's cluster lost a pod to a disruption after
+	// it ran (scheduler or Kueue preemption, eviction, node loss): a
+	// failure worth retrying on a new cluster, wrapped in an InfraError.
+	ErrPreempted = errors.New("preempted")
 	// ErrInfrastructure: raystep's machinery failed: provisioning, the
 	// dashboard, the log stream, teardown, a deadline (exit 3). See InfraError.
 	ErrInfrastructure = errors.New("infrastructure failure")

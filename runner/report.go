@@ -118,6 +118,11 @@ func (s *state) metadata() pipes.Metadata {
 		put("status", pipes.Text(string(s.info.Status)))
 	}
 	put("attached", pipes.Bool(s.attached))
+	if n := s.step.Dagster.RetryNumber; n > 0 {
+		// The attempts of this step Dagster made before this one:
+		// RaystepResource retries preempted steps only.
+		put("preemptions_survived", pipes.Int(int64(n)))
+	}
 	if s.step.GPUType != "" {
 		put("gpu_type", pipes.Text(s.step.GPUType))
 	}

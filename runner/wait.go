@@ -92,6 +92,11 @@ func (s *state) outcome() error {
 	if s.info.Status == StatusSucceeded {
 		return nil
 	}
+	if d, ok := s.cluster.(Disrupted); ok {
+		if err := d.Disruption(); err != nil { // the job failed because its cluster lost a pod
+			return &InfraError{Phase: PhaseRun, Err: fmt.Errorf("job %s %s after its cluster was disrupted: %w", s.id, s.info.Status, err)}
+		}
+	}
 	return &JobError{
 		SubmissionID:   s.id,
 		Status:         s.info.Status,

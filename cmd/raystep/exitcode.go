@@ -20,6 +20,7 @@ const (
 	exitJobFailed      = 1   // the Ray job FAILED or was STOPPED
 	exitUsage          = 2   // bad usage or invalid spec: nothing was created
 	exitInfrastructure = 3   // API server, dashboard, provisioning, deadline
+	exitPreempted      = 75  // the cluster lost a pod to preemption or eviction: retry (EX_TEMPFAIL)
 	exitSIGHUP         = 129 // cancelled by SIGHUP (terminal closed), after teardown
 	exitSIGINT         = 130 // cancelled by SIGINT, after teardown
 	exitSIGTERM        = 143 // cancelled by SIGTERM, after teardown
@@ -35,6 +36,7 @@ var exitCodes = []struct {
 	{exitJobFailed, "the Ray job FAILED or was STOPPED"},
 	{exitUsage, "bad usage or an invalid spec; nothing was created"},
 	{exitInfrastructure, "infrastructure failure (cluster, dashboard, provisioning or deadline)"},
+	{exitPreempted, "preempted: the cluster lost a pod to preemption, eviction or node loss while the job ran; worth a retry"},
 	{exitSIGHUP, "cancelled by SIGHUP, after teardown"},
 	{exitSIGINT, "cancelled by SIGINT, after teardown"},
 	{exitSIGTERM, "cancelled by SIGTERM, after teardown"},
@@ -73,6 +75,7 @@ var exitRules = []struct {
 	{exitUsage, func(err error) bool { return errors.Is(err, fleet.ErrUsage) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, fleet.ErrNotFound) }},
 	{exitUsage, func(err error) bool { return errors.Is(err, notebook.ErrNone) }},
+	{exitPreempted, func(err error) bool { return errors.Is(err, runner.ErrPreempted) }},
 	{exitJobFailed, func(err error) bool {
 		return errors.Is(err, runner.ErrJobFailed) || errors.Is(err, runner.ErrJobStopped)
 	}},

@@ -255,6 +255,8 @@ func endReason(err error, code int) string {
 		return history.Succeeded
 	case code == exitJobFailed:
 		return history.Failed
+	case code == exitPreempted:
+		return history.Preempted
 	case code == exitSIGHUP:
 		return "cancelled (SIGHUP)"
 	case code == exitSIGINT:

@@ -16,6 +16,7 @@ from dagster_raystep.assets import (
 from dagster_raystep.component import RaystepAssetComponent
 from dagster_raystep.resource import (
     EXIT_CODES,
+    EXIT_PREEMPTED,
     RAYSTEP_BIN_ENV,
     OverrideValue,
     RaystepError,
@@ -27,6 +28,7 @@ from dagster_raystep.sensors import raystep_run_cluster_sensors
 __all__ = [
     "DEFAULT_RESOURCE_KEY",
     "EXIT_CODES",
+    "EXIT_PREEMPTED",
     "RAYSTEP_BIN_ENV",
     "SUMMARY_KEY",
     "OverrideValue",

@@ -36,11 +36,15 @@ EXIT_CODES: Mapping[int, str] = {
     1: "the Ray job FAILED or was STOPPED",
     2: "bad usage or an invalid spec; nothing was created",
     3: "infrastructure failure (cluster, dashboard, provisioning or deadline)",
+    75: "preempted: the cluster lost a pod to preemption, eviction or node loss while the job ran; worth a retry",
     129: "cancelled by SIGHUP, after teardown",
     130: "cancelled by SIGINT, after teardown",
     143: "cancelled by SIGTERM, after teardown",
 }
 """EXIT_CODES explains raystep's non-zero exit codes."""
+
+EXIT_PREEMPTED = 75
+"""EXIT_PREEMPTED is the exit code of a step whose cluster was preempted: RaystepResource retries it."""
 
 BACKENDS = ("local", "kuberay")
 """BACKENDS are the values of `raystep run --backend`."""
@@ -173,6 +177,20 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
             "run-scoped step uses instead of its own, so all the steps of a run share one cluster "
             'even when their specs size theirs differently. Implies `cluster_reuse="run"`.'
         ),
+    )
+    preemption_retries: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "How many times a step whose cluster was preempted (raystep's exit code 75: a pod "
+            "lost to scheduler or Kueue preemption, eviction or node loss) is retried, each on a "
+            "new RayJob; every other failure is not retried by the resource."
+        ),
+    )
+    preemption_backoff_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="Wait before the first retry of a preempted step; doubled for each retry after it.",
     )
     termination_timeout_seconds: float = Field(
         default=120.0,
@@ -311,9 +329,31 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
                     },
                 ),
             )
+            if code == EXIT_PREEMPTED:
+                self._retry_preempted(op_context, os.fspath(spec))
             if code != 0:
                 raise RaystepError(os.fspath(spec), code)
         return dg.PipesClientCompletedInvocation(session)
+
+    def _retry_preempted(
+        self, context: dg.AssetExecutionContext | dg.OpExecutionContext, spec: str
+    ) -> None:
+        """Ask Dagster to retry a preempted step, within preemption_retries, with backoff."""
+        attempt = context.retry_number
+        if attempt >= self.preemption_retries:
+            context.log.warning(
+                f"raystep: {spec} was preempted again; {attempt} retries spent of "
+                f"preemption_retries={self.preemption_retries}: failing the step"
+            )
+            return
+        wait = self.preemption_backoff_seconds * 2**attempt
+        context.log.warning(
+            f"raystep: {spec} was preempted (exit {EXIT_PREEMPTED}); retry {attempt + 1} of "
+            f"{self.preemption_retries} on a new RayJob in {wait:g}s"
+        )
+        raise dg.RetryRequested(
+            max_retries=self.preemption_retries, seconds_to_wait=wait
+        ) from RaystepError(spec, EXIT_PREEMPTED)
 
     def _wait(
         self,

@@ -393,3 +393,69 @@ def test_cancelled_run_sends_sigint(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+PREEMPTED_STAND_IN = textwrap.dedent(
+    """\
+    #!{python}
+    import os, sys
+    from pathlib import Path
+    from dagster_pipes import open_dagster_pipes
+    calls = Path(os.environ["STAND_IN_CALLS"])
+    n = len(calls.read_text().splitlines()) if calls.exists() else 0
+    code = int(os.environ["STAND_IN_EXITS"].split(",")[n])
+    with calls.open("a") as f:
+        f.write(f"{{code}}\\n")
+    with open_dagster_pipes() as pipes:
+        if code == 0:
+            pipes.report_asset_materialization(metadata={{"loss": 0.5}})
+    sys.exit(code)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("exits", "success", "calls"),
+    [
+        ("75,75,0", True, 3),  # two preemptions, then the third RayJob succeeds
+        ("75,75,75,0", False, 3),  # a storm beyond the budget of 2 retries
+        ("3,0", False, 1),  # an infrastructure failure is not retried
+        ("1,0", False, 1),  # nor is a failed job
+        ("75,1,0", False, 2),  # a retry that fails for its own reason ends there
+    ],
+)
+def test_preempted_step_is_retried(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    exits: str,
+    success: bool,
+    calls: int,
+) -> None:
+    binary = tmp_path / "raystep"
+    binary.write_text(PREEMPTED_STAND_IN.format(python=sys.executable))
+    binary.chmod(0o755)
+    monkeypatch.setenv("STAND_IN_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setenv("STAND_IN_EXITS", exits)
+    model = raystep_asset(name="model", spec="train.yaml")
+    result = dg.materialize(
+        [model],
+        resources={
+            "raystep": RaystepResource(binary=str(binary), preemption_backoff_seconds=0)
+        },
+        raise_on_error=False,
+    )
+    assert result.success is success
+    assert len((tmp_path / "calls").read_text().splitlines()) == calls
+    retries = [
+        e
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY
+    ]
+    assert len(retries) == calls - 1  # every attempt but the last was preempted
+    if not success:
+        failure = result.failure_data_for_node("model")
+        assert failure is not None and failure.user_failure_data is not None
+        code = int(exits.split(",")[calls - 1])
+        assert failure.user_failure_data.metadata[
+            "raystep/exit_code"
+        ] == dg.IntMetadataValue(code)

@@ -27,6 +27,9 @@ type view struct {
 	denied    error
 	blind     bool
 	fatal     error
+	// disruption is the first pod lost to a disruption once the cluster
+	// was ready (see monitor.onPod).
+	disruption *ClusterError
 }
 
 // snapshot returns the current view and the channel closed at the next
@@ -34,7 +37,7 @@ type view struct {
 func (m *monitor) snapshot() (view, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := view{job: m.job, rc: m.rc, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal,
+	v := view{job: m.job, rc: m.rc, jobGone: m.jobGone, podsSync: m.podsSync, jobSync: m.jobSync, ready: m.isReady, leaving: m.leaving, denied: m.denied, blind: m.blind, fatal: m.fatal, disruption: m.disruption,
 		workloads: slices.Sorted(maps.Keys(m.q.workloads))}
 	for _, k := range slices.Sorted(maps.Keys(m.pods)) {
 		v.pods = append(v.pods, m.pods[k])
@@ -91,6 +94,9 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 	if v.denied != nil {
 		return v.denied, 0
 	}
+	if v.disruption != nil {
+		return v.disruption, 0
+	}
 	if v.fatal != nil && !v.ready {
 		return v.fatal, 0
 	}
@@ -109,7 +115,7 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 			return err, 0
 		}
 		if r == queued && v.ready {
-			return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "Suspended", Message: fmt.Sprintf(
+			return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ReasonPreempted, Message: fmt.Sprintf(
 				"the RayJob was suspended after its cluster was ready (%s preempted or evicted it): KubeRay deletes the cluster and its Ray job", queueName(v.job))}, 0
 		}
 	}

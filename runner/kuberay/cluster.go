@@ -107,6 +107,17 @@ func (c *Cluster) reportFailures(ctx context.Context) {
 // Failures reports the first infrastructure failure while the step runs.
 func (c *Cluster) Failures() <-chan error { return c.failures }
 
+// Disruption returns the first pod of the cluster lost to a disruption
+// since it was ready, or nil (see runner.Disrupted).
+func (c *Cluster) Disruption() error {
+	c.mon.mu.Lock()
+	defer c.mon.mu.Unlock()
+	if d := c.mon.disruption; d != nil {
+		return d
+	}
+	return nil
+}
+
 // SetJobID sets the RayJob's spec.jobId to the submission id, so KubeRay
 // follows the job (Waiting becomes Running). It is a no-op when already set.
 func (c *Cluster) SetJobID(ctx context.Context, id string) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/raystep/raystep/runner"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -52,8 +53,15 @@ func (e *ClusterError) Error() string {
 	return b.String()
 }
 
-// Is matches ErrClusterFailed.
-func (e *ClusterError) Is(target error) bool { return target == ErrClusterFailed }
+// ReasonPreempted is the Reason of a ClusterError for a pod lost to a
+// disruption, or a RayJob suspended by its queue, after the cluster was
+// ready.
+const ReasonPreempted = "Preempted"
+
+// Is matches ErrClusterFailed, and runner.ErrPreempted for a preemption.
+func (e *ClusterError) Is(target error) bool {
+	return target == ErrClusterFailed || target == runner.ErrPreempted && e.Reason == ReasonPreempted
+}
 
 // oneLine squeezes a message onto one line of at most n bytes.
 func oneLine(s string, n int) string {

@@ -66,13 +66,17 @@ type monitor struct {
 	jobSync  bool   // the RayJob (or RayCluster) watch has listed once
 	changed  chan struct{}
 	warned   map[string]bool
-	isReady  bool  // Ready succeeded: problems on workers are warnings now
-	denied   error // a list or watch was refused
-	blind    bool  // the refused one is of RayJobs or pods: teardown cannot see them go
-	fatal    error // a KubeRay warning that provisioning cannot succeed
-	started  time.Time
-	leaving  bool // Teardown started: a deleted RayJob is expected
-	q        queueState
+	isReady  bool // Ready succeeded: problems on workers are warnings now
+	// disruption is the first pod of the cluster seen with a
+	// DisruptionTarget condition once it was ready and before teardown.
+	disruption     *ClusterError
+	disruptedEarly map[string]bool // pods disrupted before the cluster was ready
+	denied         error           // a list or watch was refused
+	blind          bool            // the refused one is of RayJobs or pods: teardown cannot see them go
+	fatal          error           // a KubeRay warning that provisioning cannot succeed
+	started        time.Time
+	leaving        bool // Teardown started: a deleted RayJob is expected
+	q              queueState
 	// podsStop ends the pod watch, to follow the next RayCluster when a
 	// queue suspended the RayJob before it was ready.
 	podsStop context.CancelFunc

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/raystep/raystep/runner"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -121,5 +122,53 @@ func TestUnschedulableGraceOnTheClock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("Failures() reported nothing 10s after the grace ended on the clock")
+	}
+}
+
+// TestDisruptedPodIsAPreemption: once the cluster is ready, a worker pod
+// the API server marks DisruptionTarget (here, as the eviction API does)
+// is reported on Failures as a preemption naming the pod and why, and
+// Disruption keeps saying so after the pod is gone; a worker that
+// crash-loops is only a warning, and a disruption before Ready is not a
+// preemption of the job.
+func TestDisruptedPodIsAPreemption(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	f.initializing(t, c)
+	disrupted := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget,
+		Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}}
+	f.addPod(t, c, "pod-early", "worker", disrupted)
+	await(t, c, "the early pod seen", func(v view) bool { return len(v.pods) == 1 })
+	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+	if err := c.Ready(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Disruption(); err != nil {
+		t.Fatalf("Disruption() after a pod disrupted before Ready = %v, want nil", err)
+	}
+	if err := f.kube.CoreV1().Pods(testNS).Delete(t.Context(), "pod-early", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	f.addPod(t, c, "pod-crash", "worker", waiting("CrashLoopBackOff", "back-off"))
+	f.awaitNote(t, "pod-crash: CrashLoopBackOff")
+	f.addPod(t, c, "pod-worker", "worker", disrupted)
+	select {
+	case err := <-c.Failures():
+		var ce *ClusterError
+		if !errors.As(err, &ce) || !errors.Is(err, runner.ErrPreempted) || ce.Pod != "pod-worker" ||
+			ce.Message != "EvictionByEvictionAPI: Eviction API: evicting" {
+			t.Fatalf("Failures() = %v, want a preemption of pod-worker by the eviction API", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Failures() reported nothing 30s after a worker was disrupted")
+	}
+	if err := f.kube.CoreV1().Pods(testNS).Delete(t.Context(), "pod-worker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, c, "the pod gone", func(v view) bool { return len(v.pods) == 1 })
+	if err := c.Disruption(); !errors.Is(err, runner.ErrPreempted) {
+		t.Errorf("Disruption() after the disrupted pod is gone = %v, want the preemption", err)
 	}
 }

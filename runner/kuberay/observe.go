@@ -99,12 +99,37 @@ func (m *monitor) onPod(obj any, deleted bool) {
 	if pod.Labels[labelCluster] != m.podsFor {
 		return
 	}
+	if c := disruptionOf(pod); c != nil && m.disruption == nil && !m.leaving && !m.disruptedEarly[pod.Name] {
+		if m.isReady {
+			m.disruption = &ClusterError{RayJob: m.ns + "/" + m.name, Kind: m.kind, Reason: ReasonPreempted, Pod: pod.Name,
+				Message: strings.TrimSuffix(c.Reason+": "+c.Message, ": ")}
+		} else { // KubeRay replaces it before the job runs: not the job's preemption
+			if m.disruptedEarly == nil {
+				m.disruptedEarly = map[string]bool{}
+			}
+			m.disruptedEarly[pod.Name] = true
+		}
+	}
 	if deleted {
 		delete(m.pods, pod.Name)
 	} else {
 		m.pods[pod.Name] = pod
 	}
 	m.broadcast()
+}
+
+// disruptionOf returns pod's DisruptionTarget condition when it is true:
+// Kubernetes sets it on a pod it is about to end for a reason not the
+// pod's own (PreemptionByScheduler, EvictionByEvictionAPI,
+// DeletionByTaintManager, DeletionByPodGC after its node is gone,
+// TerminationByKubelet).
+func disruptionOf(pod *corev1.Pod) *corev1.PodCondition {
+	for i, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // onEvent reports each distinct warning about this RayJob, its RayCluster

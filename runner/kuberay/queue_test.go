@@ -16,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -149,8 +150,9 @@ func TestSuspendedAfterReadyFails(t *testing.T) {
 	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusSuspending, RayClusterName: c.name + "-abcde"})
 	err = <-c.Failures()
 	var ce *ClusterError
-	if !errors.As(err, &ce) || ce.Reason != "Suspended" || !strings.Contains(ce.Message, "Kueue LocalQueue shared preempted or evicted it") {
-		t.Fatalf("Failures() = %v, want Suspended naming the queue", err)
+	if !errors.As(err, &ce) || ce.Reason != ReasonPreempted || !errors.Is(err, runner.ErrPreempted) ||
+		!strings.Contains(ce.Message, "Kueue LocalQueue shared preempted or evicted it") {
+		t.Fatalf("Failures() = %v, want a preemption naming the queue", err)
 	}
 }
 
