@@ -77,15 +77,17 @@ func ParseURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
-// opener opens the two kinds of bucket ParseURL allows, and no other:
-// Google Cloud Storage's own client is left out (its package init alone
-// costs every raystep command several milliseconds of CPU).
-var opener = func() *blob.URLMux {
+// opener returns a mux that opens the two kinds of bucket ParseURL
+// allows, and no other: Google Cloud Storage's own client is left out (its
+// package init alone costs every raystep command several milliseconds of
+// CPU). A new one each time: s3blob's URLOpener keeps the options of the
+// last bucket it opened in itself, so one shared by two opens races.
+func opener() *blob.URLMux {
 	m := new(blob.URLMux)
 	m.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
 	m.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{})
 	return m
-}()
+}
 
 // OpenRemote opens the history at raw (see ParseURL). Nothing is asked of
 // the store yet: a bucket that cannot be reached fails the first read or
@@ -95,7 +97,7 @@ func OpenRemote(ctx context.Context, raw string) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := opener.OpenBucket(ctx, u)
+	b, err := opener().OpenBucket(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("history %s: %w", raw, err)
 	}
