@@ -333,6 +333,9 @@ func (a *app) logs(cmd *cobra.Command, name string, follow bool) error {
 	defer done()
 	f, err := idx.OpenLog(ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
+		if rec, gerr := idx.Get(ctx, name); gerr == nil {
+			return &usageError{fmt.Errorf("logs %s: the history of %s cluster %s has no driver log: only steps have one", name, rec.Kind, rec.Cluster)}
+		}
 		return &usageError{fmt.Errorf("logs %s: no step of that name in the history (raystep ls --finished lists those that are)", name)}
 	}
 	if err != nil {
