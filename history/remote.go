@@ -1,113 +1,151 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
-	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/gcerrors"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// Remote is history kept in object storage, for steps that run where
-// nothing local outlives them (a Dagster pod of a KubeRay step): one
-// object per file, PREFIX/NAME/record.json and PREFIX/NAME/driver.log.
-// A step writes its log and then its record once it ended, so a reader
-// that finds a record finds its log.
+// Remote is history kept beside the machines that run steps, for steps
+// that run where nothing local outlives them (a Dagster pod of a KubeRay
+// step): an S3 bucket (through minio-go, a client of S3 and the stores
+// that speak its API) or a directory (a shared volume). It holds the same
+// two files per step as a Dir, PREFIX/NAME/record.json and
+// PREFIX/NAME/driver.log; a step writes its log and then its record once
+// it ended, so a reader that finds a record finds its log.
 type Remote struct {
 	// URL is where it lives, as the profile names it.
 	URL string
-	b   *blob.Bucket
+
+	s3     *minio.Client // an s3:// store
+	bucket string
+	prefix string // "" or "a/b/"
+	dir    *Dir   // a file:// store
 }
 
-// ParseURL checks a history URL and returns the one gocloud.dev opens:
+// ParseURL checks a history URL:
 //
-//	s3://BUCKET[/PREFIX][?region=R&endpoint=URL&use_path_style=true&disable_https=true]
+//	s3://BUCKET[/PREFIX][?region=R&endpoint=URL&use_path_style=true&disable_https=true&profile=P]
 //	file:///DIR
 //
 // S3's credentials come from where AWS's tools look for them (the
-// environment, ~/.aws, the pod's web identity or instance role), never
-// from the URL. An S3-compatible store is reached with endpoint.
-func ParseURL(raw string) (string, error) {
+// environment, ~/.aws/credentials with AWS_PROFILE or profile, the pod's
+// web identity or the instance's role), never from the URL. endpoint
+// names an S3-compatible store.
+func ParseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("history url %q: %w", raw, err)
+		return nil, fmt.Errorf("history url %q: %w", raw, err)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("history url %q: credentials do not belong in the URL: S3's come from the environment or the pod's role", u.Redacted())
+		return nil, fmt.Errorf("history url %q: credentials do not belong in the URL: S3's come from the environment or the pod's role", u.Redacted())
 	}
 	q := u.Query()
 	switch u.Scheme {
 	case "s3":
 		if u.Host == "" {
-			return "", fmt.Errorf("history url %q: want s3://BUCKET[/PREFIX]", raw)
+			return nil, fmt.Errorf("history url %q: want s3://BUCKET[/PREFIX]", raw)
 		}
 		for k := range q {
 			switch k {
-			case "region", "endpoint", "use_path_style", "disable_https", "hostname_immutable", "profile", "dualstack", "fips":
+			case "region", "endpoint", "use_path_style", "disable_https", "profile":
 			default:
-				return "", fmt.Errorf("history url %q: query parameter %q: want region, endpoint, use_path_style, disable_https, hostname_immutable, profile, dualstack or fips (the prefix is the URL's path)", raw, k)
+				return nil, fmt.Errorf("history url %q: query parameter %q: want region, endpoint, use_path_style, disable_https or profile (the prefix is the URL's path)", raw, k)
 			}
 		}
-		if p := strings.Trim(u.Path, "/"); p != "" {
-			q.Set("prefix", p+"/")
+		for _, k := range []string{"use_path_style", "disable_https"} {
+			if v := q.Get(k); v != "" {
+				if _, err := strconv.ParseBool(v); err != nil {
+					return nil, fmt.Errorf("history url %q: %s=%q: want true or false", raw, k, v)
+				}
+			}
 		}
-		u.Path, u.RawQuery = "", q.Encode()
+		if ep := q.Get("endpoint"); ep != "" {
+			e, err := url.Parse(ep)
+			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil || strings.Trim(e.Path, "/") != "" {
+				return nil, fmt.Errorf("history url %q: endpoint %q: want http(s)://HOST[:PORT]", raw, ep)
+			}
+		}
 	case "file":
 		if u.Host != "" && u.Host != "localhost" || !path.IsAbs(u.Path) {
-			return "", fmt.Errorf("history url %q: want file:///ABSOLUTE/DIR", raw)
+			return nil, fmt.Errorf("history url %q: want file:///ABSOLUTE/DIR", raw)
 		}
 		if len(q) > 0 {
-			return "", fmt.Errorf("history url %q: a file URL takes no query", raw)
+			return nil, fmt.Errorf("history url %q: a file URL takes no query", raw)
 		}
-		q.Set("create_dir", "true")
-		q.Set("metadata", "skip")
-		u.RawQuery = q.Encode()
 	default:
-		return "", fmt.Errorf("history url %q: want s3://BUCKET[/PREFIX] or file:///DIR", raw)
+		return nil, fmt.Errorf("history url %q: want s3://BUCKET[/PREFIX] or file:///DIR", raw)
 	}
-	return u.String(), nil
+	return u, nil
 }
 
-// opener returns a mux that opens the two kinds of bucket ParseURL
-// allows, and no other: Google Cloud Storage's own client is left out (its
-// package init alone costs every raystep command several milliseconds of
-// CPU). A new one each time: s3blob's URLOpener keeps the options of the
-// last bucket it opened in itself, so one shared by two opens races.
-func opener() *blob.URLMux {
-	m := new(blob.URLMux)
-	m.RegisterBucket(s3blob.Scheme, new(s3blob.URLOpener))
-	m.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{})
-	return m
-}
+// remoteRetries bounds the retries of one request to the store; the
+// caller's context bounds the whole.
+const remoteRetries = 3
 
 // OpenRemote opens the history at raw (see ParseURL). Nothing is asked of
 // the store yet: a bucket that cannot be reached fails the first read or
 // write.
-func OpenRemote(ctx context.Context, raw string) (*Remote, error) {
+func OpenRemote(_ context.Context, raw string) (*Remote, error) {
 	u, err := ParseURL(raw)
 	if err != nil {
 		return nil, err
 	}
-	b, err := opener().OpenBucket(ctx, u)
+	r := &Remote{URL: raw}
+	if u.Scheme == "file" {
+		r.dir = &Dir{Root: u.Path}
+		return r, nil
+	}
+	q := u.Query()
+	host, secure := "s3.amazonaws.com", true
+	if ep := q.Get("endpoint"); ep != "" {
+		e, _ := url.Parse(ep)
+		host, secure = e.Host, e.Scheme == "https"
+	}
+	if off, _ := strconv.ParseBool(q.Get("disable_https")); off {
+		secure = false
+	}
+	lookup := minio.BucketLookupAuto
+	if on, _ := strconv.ParseBool(q.Get("use_path_style")); on {
+		lookup = minio.BucketLookupPath
+	}
+	region := q.Get("region")
+	if region == "" {
+		region = os.Getenv("AWS_REGION")
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{Profile: q.Get("profile")},
+		&credentials.IAM{Client: &http.Client{Timeout: 5 * time.Second}}, // web identity, ECS, the instance's role
+	})
+	r.s3, err = minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: region, BucketLookup: lookup, MaxRetries: remoteRetries})
 	if err != nil {
 		return nil, fmt.Errorf("history %s: %w", raw, err)
 	}
-	return &Remote{URL: raw, b: b}, nil
+	r.bucket = u.Host
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		r.prefix = p + "/"
+	}
+	return r, nil
 }
 
-// Close releases the bucket.
-func (r *Remote) Close() error { return r.b.Close() }
+// Close releases the store (nothing to release today).
+func (r *Remote) Close() error { return nil }
 
-func key(name, file string) string { return name + "/" + file }
+func (r *Remote) key(name, file string) string { return r.prefix + name + "/" + file }
 
 // Put writes rec with its driver log, read from logPath (none when it
 // does not exist): the log first, the record last.
@@ -115,36 +153,81 @@ func (r *Remote) Put(ctx context.Context, rec Record, logPath string) error {
 	if err := CheckName(rec.Name); err != nil {
 		return err
 	}
+	if r.dir != nil {
+		return r.putDir(rec, logPath)
+	}
 	if f, err := os.Open(logPath); err == nil {
-		err = r.b.Upload(ctx, key(rec.Name, logFile), f, &blob.WriterOptions{ContentType: "text/plain; charset=utf-8"})
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("history %s: driver log of %s: %w", r.URL, rec.Name, err)
+		info, serr := f.Stat()
+		if serr == nil {
+			_, serr = r.s3.PutObject(ctx, r.bucket, r.key(rec.Name, logFile), f, info.Size(),
+				minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"})
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+		f.Close()
+		if serr != nil {
+			return fmt.Errorf("history %s: driver log of %s: %w", r.URL, rec.Name, serr)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("history: %w", err)
 	}
 	data, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
-	if err := r.b.WriteAll(ctx, key(rec.Name, recordFile), data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	if _, err := r.s3.PutObject(ctx, r.bucket, r.key(rec.Name, recordFile), bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("history %s: record of %s: %w", r.URL, rec.Name, err)
 	}
 	return nil
 }
 
-// Get reads name's record: an error wrapping os.ErrNotExist when there is
+// putDir copies the log into the directory store, then writes the record
+// (renamed into place, as a Dir does).
+func (r *Remote) putDir(rec Record, logPath string) error {
+	if in, err := os.Open(logPath); err == nil {
+		defer in.Close()
+		if err := os.MkdirAll(path.Join(r.dir.Root, rec.Name), 0o700); err != nil {
+			return fmt.Errorf("history %s: %w", r.URL, err)
+		}
+		out, err := os.CreateTemp(path.Join(r.dir.Root, rec.Name), ".log-*")
+		if err != nil {
+			return fmt.Errorf("history %s: %w", r.URL, err)
+		}
+		_, cerr := io.Copy(out, in)
+		if err := errors.Join(cerr, out.Close()); err != nil {
+			_ = os.Remove(out.Name())
+			return fmt.Errorf("history %s: driver log of %s: %w", r.URL, rec.Name, err)
+		}
+		if err := os.Rename(out.Name(), r.dir.LogPath(rec.Name)); err != nil {
+			return fmt.Errorf("history %s: %w", r.URL, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("history: %w", err)
+	}
+	if err := r.dir.write(rec, recordFile); err != nil {
+		return fmt.Errorf("history %s: %w", r.URL, err)
+	}
+	return nil
+}
+
+// Get reads name's record: an error wrapping fs.ErrNotExist when there is
 // none.
 func (r *Remote) Get(ctx context.Context, name string) (Record, error) {
 	if err := CheckName(name); err != nil {
 		return Record{}, err
 	}
-	data, err := r.b.ReadAll(ctx, key(name, recordFile))
+	if r.dir != nil {
+		return r.dir.Get(name)
+	}
+	obj, err := r.s3.GetObject(ctx, r.bucket, r.key(name, recordFile), minio.GetObjectOptions{})
 	if err != nil {
 		return Record{}, r.wrap(err)
 	}
-	return decodeRecord(data, name, r.URL+"/"+key(name, recordFile))
+	defer obj.Close()
+	data, err := io.ReadAll(io.LimitReader(obj, 1<<20))
+	if err != nil {
+		return Record{}, r.wrap(err)
+	}
+	return decodeRecord(data, name, r.URL+"/"+name+"/"+recordFile)
 }
 
 // OpenLog opens name's driver log.
@@ -152,17 +235,24 @@ func (r *Remote) OpenLog(ctx context.Context, name string) (io.ReadCloser, error
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	rd, err := r.b.NewReader(ctx, key(name, logFile), nil)
+	if r.dir != nil {
+		return r.dir.OpenLog(name)
+	}
+	obj, err := r.s3.GetObject(ctx, r.bucket, r.key(name, logFile), minio.GetObjectOptions{})
 	if err != nil {
 		return nil, r.wrap(err)
 	}
-	return rd, nil
+	if _, err := obj.Stat(); err != nil { // GetObject asks nothing until the first read
+		obj.Close()
+		return nil, r.wrap(err)
+	}
+	return obj, nil
 }
 
-// wrap makes a missing object os.ErrNotExist, and names the store.
+// wrap makes a missing object fs.ErrNotExist, and names the store.
 func (r *Remote) wrap(err error) error {
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("history %s: %w", r.URL, os.ErrNotExist)
+	if code := minio.ToErrorResponse(err).Code; code == minio.NoSuchKey || code == "NoSuchKey" {
+		return fmt.Errorf("history %s: %w", r.URL, fs.ErrNotExist)
 	}
 	return fmt.Errorf("history %s: %w", r.URL, err)
 }
@@ -170,21 +260,22 @@ func (r *Remote) wrap(err error) error {
 // stamps lists the records the store holds, with what changes when one
 // is rewritten.
 func (r *Remote) stamps(ctx context.Context) (map[string]stamp, error) {
+	if r.dir != nil {
+		return r.dir.stamps(ctx)
+	}
 	out := map[string]stamp{}
-	it := r.b.List(nil)
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return out, nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for obj := range r.s3.ListObjects(ctx, r.bucket, minio.ListObjectsOptions{Prefix: r.prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, r.wrap(obj.Err)
 		}
-		if err != nil {
-			return nil, r.wrap(err)
-		}
-		name, file, ok := strings.Cut(obj.Key, "/")
+		name, file, ok := strings.Cut(strings.TrimPrefix(obj.Key, r.prefix), "/")
 		if ok && file == recordFile && CheckName(name) == nil {
-			out[name] = stamp{mod: obj.ModTime, size: obj.Size}
+			out[name] = stamp{mod: obj.LastModified, size: obj.Size}
 		}
 	}
+	return out, nil
 }
 
 func (r *Remote) read(ctx context.Context, name string) (Record, error) { return r.Get(ctx, name) }
@@ -194,6 +285,9 @@ func (r *Remote) where() string { return r.URL }
 // Trim removes the history of steps that ended before cutoff, and damaged
 // records written before it; it returns the names removed.
 func (r *Remote) Trim(ctx context.Context, cutoff time.Time) ([]string, error) {
+	if r.dir != nil {
+		return r.dir.Trim(cutoff)
+	}
 	stamps, err := r.stamps(ctx)
 	if err != nil {
 		return nil, err
@@ -205,12 +299,9 @@ func (r *Remote) Trim(ctx context.Context, cutoff time.Time) ([]string, error) {
 		if err == nil && !rec.Ended.Before(cutoff) || err != nil && !st.mod.Before(cutoff) {
 			continue
 		}
-		derr := r.b.Delete(ctx, key(name, logFile))
-		if gcerrors.Code(derr) == gcerrors.NotFound {
-			derr = nil
-		}
+		derr := r.s3.RemoveObject(ctx, r.bucket, r.key(name, logFile), minio.RemoveObjectOptions{})
 		if derr == nil {
-			derr = r.b.Delete(ctx, key(name, recordFile))
+			derr = r.s3.RemoveObject(ctx, r.bucket, r.key(name, recordFile), minio.RemoveObjectOptions{})
 		}
 		if derr != nil {
 			errs = append(errs, r.wrap(derr))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/raystep/raystep/test/s3test"
 )
 
@@ -144,7 +145,9 @@ func TestRemoteDamagedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := encodeRecord(record("raystep-cut-2", time.Now()))
-	if err := r.b.WriteAll(ctx, "raystep-cut-2/record.json", data[:len(data)/2], nil); err != nil {
+	half := data[:len(data)/2]
+	if _, err := r.s3.PutObject(ctx, r.bucket, r.key("raystep-cut-2", recordFile), bytes.NewReader(half), int64(len(half)),
+		minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	recs, errs := NewIndex(nil, r).List(ctx, time.Time{})
@@ -219,24 +222,23 @@ func TestIndexRereadsOnlyWhatChanged(t *testing.T) {
 // make, each refused with what was expected.
 func TestParseURL(t *testing.T) {
 	t.Parallel()
-	for raw, want := range map[string]string{
-		"s3://bkt/team/a":                 "s3://bkt?prefix=team%2Fa%2F",
-		"s3://bkt":                        "s3://bkt",
-		"s3://bkt/p?region=eu-west-1":     "s3://bkt?prefix=p%2F&region=eu-west-1",
-		"file:///var/lib/raystep/history": "file:///var/lib/raystep/history?create_dir=true&metadata=skip",
-	} {
-		if got, err := ParseURL(raw); err != nil || got != want {
-			t.Errorf("ParseURL(%q) = %q, %v; want %q", raw, got, err, want)
+	for _, raw := range []string{"s3://bkt/team/a", "s3://bkt", "s3://bkt/p?region=eu-west-1&use_path_style=true",
+		"s3://bkt/p?endpoint=http://127.0.0.1:9000&disable_https=true", "file:///var/lib/raystep/history"} {
+		if _, err := ParseURL(raw); err != nil {
+			t.Errorf("ParseURL(%q) = %v, want it accepted", raw, err)
 		}
 	}
 	for raw, want := range map[string]string{
-		"gs://bkt/p":                  "want s3://BUCKET[/PREFIX] or file:///DIR",
-		"s3:///p":                     "want s3://BUCKET",
-		"s3://key:secret@bkt/p":       "credentials do not belong in the URL",
-		"s3://bkt/p?access_key=x":     `query parameter "access_key"`,
-		"file://host/dir":             "want file:///ABSOLUTE/DIR",
-		"file:///d?create_dir=false":  "takes no query",
-		"http://bkt.example.com/hist": "want s3://",
+		"gs://bkt/p":                        "want s3://BUCKET[/PREFIX] or file:///DIR",
+		"s3:///p":                           "want s3://BUCKET",
+		"s3://key:secret@bkt/p":             "credentials do not belong in the URL",
+		"s3://bkt/p?access_key=x":           `query parameter "access_key"`,
+		"s3://bkt/p?use_path_style=maybe":   "want true or false",
+		"s3://bkt/p?endpoint=minio:9000":    "want http(s)://HOST[:PORT]",
+		"s3://bkt/p?endpoint=http://u:pw@h": "want http(s)://HOST[:PORT]",
+		"file://host/dir":                   "want file:///ABSOLUTE/DIR",
+		"file:///d?create_dir=false":        "takes no query",
+		"http://bkt.example.com/hist":       "want s3://",
 	} {
 		_, err := ParseURL(raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
