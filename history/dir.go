@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -249,14 +250,30 @@ func (d Dir) Trim(cutoff time.Time) ([]string, error) {
 // Tail bytes are held, and Close appends a note of what was cut and those
 // last bytes. A write error stops the log, never the step: Write always
 // reports success, and Err tells what went wrong.
+//
+// The relay writes line by line; the file gets them in batches: at once
+// when nothing was written for flushEvery (a line of a quiet job shows in
+// `raystep logs -f` at once), else when flushSize bytes are waiting or
+// flushEvery after the first of them, so a burst of 200,000 lines costs a
+// few hundred writes, not 200,000.
 type LogWriter struct {
+	mu         sync.Mutex
 	f          *os.File
 	head, tail int64
 	written    int64 // bytes the driver wrote
 	ring       []byte
-	start      int // index of the oldest byte in ring once full
+	start      int    // index of the oldest byte in ring once full
+	pending    []byte // head bytes not yet in the file
+	flushed    time.Time
+	timer      *time.Timer
 	err        error
 }
+
+// Batching of the log's writes to its file.
+const (
+	flushEvery = 200 * time.Millisecond
+	flushSize  = 64 << 10
+)
 
 // DefaultLogCap is the driver log a record keeps: its first and last half.
 const DefaultLogCap = 4 << 20
@@ -280,19 +297,46 @@ func (d Dir) NewLogWriter(name string, max int64) (*LogWriter, error) {
 // Write keeps p's part within the cap; it never fails.
 func (w *LogWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	if w.err != nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.f == nil {
 		return n, nil
 	}
 	if room := w.head - w.written; room > 0 {
 		k := min(int64(len(p)), room)
-		if _, err := w.f.Write(p[:k]); err != nil {
-			w.err = err
-		}
+		w.pending = append(w.pending, p[:k]...)
 		p = p[k:]
+		switch {
+		case len(w.pending) >= flushSize, time.Since(w.flushed) >= flushEvery:
+			w.flushLocked()
+		case w.timer == nil:
+			w.timer = time.AfterFunc(flushEvery, w.flush)
+		}
 	}
 	w.written += int64(n)
 	w.keepTail(p)
 	return n, nil
+}
+
+// flush writes what waits, from the timer.
+func (w *LogWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = nil
+	if w.f != nil {
+		w.flushLocked()
+	}
+}
+
+func (w *LogWriter) flushLocked() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if len(w.pending) > 0 && w.err == nil {
+		_, w.err = w.f.Write(w.pending)
+	}
+	w.pending, w.flushed = w.pending[:0], time.Now()
 }
 
 // keepTail holds the last w.tail bytes of what went past the head.
@@ -321,10 +365,16 @@ func (w *LogWriter) keepTail(p []byte) {
 	}
 }
 
-// Close writes the note of what was cut and the kept tail, and closes the
-// file. It returns how much was kept.
+// Close writes what waits, the note of what was cut and the kept tail,
+// and closes the file. It returns how much was kept.
 func (w *LogWriter) Close() LogSummary {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	kept := min(w.written, w.head)
+	if w.f == nil {
+		return LogSummary{Bytes: w.written, Kept: kept}
+	}
+	w.flushLocked()
 	if w.err == nil && len(w.ring) > 0 {
 		tail := append(slices.Clone(w.ring[w.start:]), w.ring[:w.start]...)
 		if cut := w.written - w.head - int64(len(tail)); cut > 0 {
@@ -339,10 +389,15 @@ func (w *LogWriter) Close() LogSummary {
 	if err := w.f.Close(); w.err == nil {
 		w.err = err
 	}
+	w.f = nil
 	return LogSummary{Bytes: w.written, Kept: kept}
 }
 
 // Err is the first error writing the log met, if any.
-func (w *LogWriter) Err() error { return w.err }
+func (w *LogWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
 
 var _ io.Writer = (*LogWriter)(nil)

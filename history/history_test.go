@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -223,5 +224,40 @@ func TestReapRecordsDeadSteps(t *testing.T) {
 	}
 	if again, _ := d.Reap(func(int) bool { return false }, time.Now()); len(again) != 1 || again[0].Name != "raystep-alive" {
 		t.Errorf("second Reap = %v, want the step whose process died since", names(again))
+	}
+}
+
+// TestLogWriterShowsLinesWhileBatching: the first line of a quiet job is
+// in the file as soon as it is written; a burst after it is batched, and
+// its last lines reach the file by themselves, without another write or
+// Close, so `raystep logs -f` shows them.
+func TestLogWriterShowsLinesWhileBatching(t *testing.T) {
+	t.Parallel()
+	d := Dir{Root: t.TempDir()}
+	w, err := d.NewLogWriter("raystep-batch-1", DefaultLogCap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	read := func() string {
+		b, _ := os.ReadFile(d.LogPath("raystep-batch-1"))
+		return string(b)
+	}
+	fmt.Fprintln(w, "first")
+	if got := read(); got != "first\n" {
+		t.Fatalf("after the first line the file holds %q", got)
+	}
+	var want strings.Builder
+	want.WriteString("first\n")
+	for i := range 1000 {
+		fmt.Fprintf(w, "line %d\n", i)
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	deadline := time.Now().Add(30 * time.Second) // only catches a tail never written
+	for read() != want.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the burst's tail never reached the file: it holds %d bytes of %d", len(read()), want.Len())
+		}
+		time.Sleep(10 * time.Millisecond) // a file is not a stream
 	}
 }
