@@ -53,4 +53,7 @@ func TestBinaryWorkerEvictedMidRun(t *testing.T) {
 		t.Errorf("Ray jobs of the run after the eviction: %+v, want one, STOPPED", jobs)
 	}
 	nothingLeft(t, ns)
+	if r := onlyRecord(t, s); r.Reason != "preempted" || r.ExitCode != 75 || !strings.Contains(r.Error, worker) {
+		t.Errorf("the step's record: %+v, want preempted, exit 75, naming %s", r, worker)
+	}
 }

@@ -395,6 +395,48 @@ func TestBinarySIGKILLThenRestartReattaches(t *testing.T) {
 		t.Errorf("the restart did not relay the job's log:\n%s", second.out.String())
 	}
 	nothingLeft(t, ns)
+	// The history holds the step once, as the attempt that ended it: succeeded.
+	r := onlyRecord(t, s)
+	if r.Reason != "succeeded" || r.ExitCode != 0 || r.Status != "SUCCEEDED" || r.Backend != "kuberay" {
+		t.Errorf("the step's record: %+v, want succeeded on kuberay", r)
+	}
+	if log := s.raystep(t, "logs", s.id); !strings.Contains(log, "attempt output\n") {
+		t.Errorf("logs %s: %q, want the driver's line", s.id, log)
+	}
+}
+
+// onlyRecord is the one record ls --finished lists in s's state dir.
+func onlyRecord(t *testing.T, s *dagsterStep) history.Record {
+	t.Helper()
+	var recs []history.Record
+	out := s.raystep(t, "ls", "--finished", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 1 || recs[0].Name != s.id {
+		t.Fatalf("ls --finished: %v, want the record of %s\n%s", err, s.id, out)
+	}
+	return recs[0]
+}
+
+// TestBinaryFailedJobKeepsHistory: a KubeRay step whose job fails exits
+// 1 and leaves nothing in the API server; its history says failed, with
+// Ray's status and message, and keeps the driver's log.
+func TestBinaryFailedJobKeepsHistory(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	bin := buildRaystep(t)
+	ns := namespace(t, "e2e-bin-failed")
+	s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import sys; print('about to fail', flush=True); sys.exit(5)"`)
+	p := s.start(t)
+	if code := p.wait(t, 5*time.Minute); code != 1 {
+		t.Fatalf("raystep exited %d, want 1 (the job failed)\n%s", code, p.out.String())
+	}
+	nothingLeft(t, ns)
+	r := onlyRecord(t, s)
+	if r.Reason != "failed" || r.ExitCode != 1 || r.Status != "FAILED" || !strings.Contains(r.Message, "exit code 5") || r.Namespace != ns {
+		t.Errorf("the step's record: %+v, want failed, job FAILED with its exit code, in %s", r, ns)
+	}
+	if log := s.raystep(t, "logs", s.id); !strings.Contains(log, "about to fail\n") {
+		t.Errorf("logs %s: %q, want the driver's line", s.id, log)
+	}
 }
 
 // TestBinarySIGTERMWhileRunning: SIGTERM while the job runs stops the Ray
