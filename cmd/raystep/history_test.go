@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/raystep/raystep/history"
+	"github.com/raystep/raystep/test/s3test"
 )
 
 // runInState runs raystep in-process with XDG_STATE_HOME at state.
@@ -202,31 +202,12 @@ func TestFinishedTableShowsAnUnknownExitCode(t *testing.T) {
 	}
 }
 
-// profileWithHistory writes the example profile with spec.history set to
-// lines (indented under history:).
-func profileWithHistory(t *testing.T, lines ...string) string {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/platform.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = append(data, "  history:\n"...)
-	for _, l := range lines {
-		data = append(data, "    "+l+"\n"...)
-	}
-	p := filepath.Join(t.TempDir(), "platform.yaml")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestGCTrimsByTheProfile: the profile's history.keep is gc's default,
 // and gc trims the profile's store as well as this machine's history.
 func TestGCTrimsByTheProfile(t *testing.T) {
 	t.Parallel()
 	state, store := t.TempDir(), t.TempDir()
-	profile := profileWithHistory(t, "url: file://"+store, "keep: 24h")
+	profile := s3test.Profile(t, "../../examples/platform.yaml", "url: file://"+store, "keep: 24h")
 	local := history.Dir{Root: filepath.Join(state, "raystep", "history")}
 	remote, err := history.OpenRemote(context.Background(), "file://"+store)
 	if err != nil {
@@ -274,7 +255,7 @@ func TestHistorySettingsRefused(t *testing.T) {
 		{[]string{"url: s3://key:secret@bucket/p"}, "credentials do not belong in the URL"},
 		{[]string{"keep: forever"}, "/spec/history/keep"},
 	} {
-		profile := profileWithHistory(t, tc.lines...)
+		profile := s3test.Profile(t, "../../examples/platform.yaml", tc.lines...)
 		code, _, errOut := runInState(t, state, "--profile", profile, "ls", "--finished")
 		if code != exitUsage || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, profile) || strings.Contains(errOut, "secret@") {
 			t.Errorf("profile with %v: exit %d, want %d and an error naming %q and the file\n%s", tc.lines, code, exitUsage, tc.want, errOut)

@@ -200,22 +200,6 @@ func stopJob(t *testing.T, dashboard, id string) {
 	_ = resp.Body.Close()
 }
 
-// historyProfile writes the example profile with spec.history.url set to
-// url, and returns its path.
-func historyProfile(t *testing.T, url string) string {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/platform.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = append(data, []byte("  history:\n    url: \""+url+"\"\n    keep: 72h\n")...)
-	p := filepath.Join(t.TempDir(), "platform.yaml")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestHistoryInObjectStorage: a step whose profile names a store writes
 // its history there when it ends; a second process with no local state at
 // all (as a fresh Dagster pod, or a laptop) lists it and prints its log
@@ -226,7 +210,7 @@ func TestHistoryInObjectStorage(t *testing.T) {
 	h := ray.Head(t)
 	srv := s3test.Start(t)
 	srv.CreateBucket(t, "raystep-history")
-	profile := historyProfile(t, srv.URL("raystep-history", "ml-ads"))
+	profile := s3test.Profile(t, "../../examples/platform.yaml", `url: "`+srv.URL("raystep-history", "ml-ads")+`"`, "keep: 72h")
 	env := map[string]string{"RAY_ADDRESS": h.DashboardURL(), "XDG_STATE_HOME": t.TempDir(), "RAYSTEP_PROFILE": profile}
 	for _, kv := range s3test.Env() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -289,7 +273,7 @@ func TestHistoryInObjectStorage(t *testing.T) {
 	tab.Shot("history-step")
 
 	// The store goes away: the next step's result is its own.
-	gone := historyProfile(t, "s3://raystep-history/ml-ads?endpoint=http://"+closedPort(t)+"&use_path_style=true&region=us-east-1&disable_https=true")
+	gone := s3test.Profile(t, "../../examples/platform.yaml", `url: "s3://raystep-history/ml-ads?endpoint=http://`+closedPort(t)+`&use_path_style=true&region=us-east-1&disable_https=true"`)
 	env["RAYSTEP_PROFILE"] = gone
 	code, _, stderr = runRay(t, env, "run", "-f", train, "--set", `spec.entrypoint=python -c "print('ok')"`)
 	if code != exitOK || !strings.Contains(stderr, "warning: the step's history is not kept (its result is unchanged)") ||

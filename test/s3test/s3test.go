@@ -152,3 +152,24 @@ func serverBin(t testing.TB) string {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Profile writes the platform profile base (a path) with a spec.history
+// section of lines (e.g. `url: "s3://..."`, `keep: 72h`) appended, into
+// the test's temp dir, and returns its path. base must end inside its
+// spec, as examples/platform.yaml does.
+func Profile(t testing.TB, base string, lines ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, "  history:\n"...)
+	for _, l := range lines {
+		data = append(data, "    "+l+"\n"...)
+	}
+	p := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

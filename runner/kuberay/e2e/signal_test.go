@@ -454,7 +454,7 @@ func TestBinarySIGTERMWhileRunning(t *testing.T) {
 	s := newDagsterStep(t, bin, ns, `spec.entrypoint=python -c "import time; print('sleeping', flush=True); time.sleep(120)"`)
 	store := s3test.Start(t)
 	store.CreateBucket(t, "raystep-history")
-	profile := profileWithHistory(t, store.URL("raystep-history", ns))
+	profile := s3test.Profile(t, "../../../examples/platform.yaml", `url: "`+store.URL("raystep-history", ns)+`"`)
 	s.env = append(append(s.env, "RAYSTEP_PROFILE="+profile), s3test.Env()...) // the last of a name wins
 	p := s.start(t)
 	waitJobRunning(t, s, p)
@@ -487,21 +487,6 @@ func TestBinarySIGTERMWhileRunning(t *testing.T) {
 	if log := mustRaystep(t, elsewhere, "logs", s.id).stdout; !strings.Contains(log, "sleeping\n") {
 		t.Errorf("logs %s elsewhere: %q, want the driver's line", s.id, log)
 	}
-}
-
-// profileWithHistory writes the example profile with spec.history.url.
-func profileWithHistory(t *testing.T, url string) string {
-	t.Helper()
-	data, err := os.ReadFile("../../../examples/platform.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = append(data, "  history:\n    url: \""+url+"\"\n"...)
-	p := filepath.Join(t.TempDir(), "platform.yaml")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestBinarySIGTERMWhileProvisioning: SIGTERM while the RayJob is
