@@ -171,7 +171,14 @@ func (p *process) wait(t *testing.T, bound time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(bound):
-		t.Fatalf("raystep still running after %s", bound)
+		// Ask the Go runtime where raystep is stuck: SIGQUIT prints every
+		// goroutine's stack on stderr (p.out) and exits.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("raystep still running after %s; its goroutines, if it answered SIGQUIT, are in its output", bound)
 	case <-t.Context().Done():
 		t.Fatal(t.Context().Err())
 	}
