@@ -69,6 +69,17 @@ func (i *Interactive) ForwardHead(ctx context.Context, cfg *rest.Config, rc *ray
 	}
 	stop := make(chan struct{})
 	port, done, err := dialPod(ctx, cfg, i.Kube, rc.Namespace, pod, local, remote, stop)
+	// A stream to the kubelet cut while it opens (a kubelet restarting,
+	// an API server shedding load) is tried again, as a forward that broke
+	// later would be: twice, after 1 s and 2 s, within ctx.
+	for wait := time.Second; err != nil && wait <= 2*time.Second && ctx.Err() == nil; wait *= 2 {
+		i.Notify.info(fmt.Sprintf("port-forward to pod %s/%s failed, trying again in %s: %v", rc.Namespace, pod, wait, err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			port, done, err = dialPod(ctx, cfg, i.Kube, rc.Namespace, pod, local, remote, stop)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
