@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -121,17 +119,7 @@ func (a *app) keepRecord(url string, rec history.Record, logPath string) error {
 		errs = append(errs, dir.Put(rec))
 	}
 	if url != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), remoteWriteLimit)
-		defer cancel()
-		r, err := history.OpenRemote(ctx, url)
-		if err == nil {
-			defer r.Close()
-			err = r.Put(ctx, rec, logPath)
-			if ctx.Err() != nil {
-				err = fmt.Errorf("history %s: not written within %s: %w", url, remoteWriteLimit, err)
-			}
-		}
-		errs = append(errs, err)
+		errs = append(errs, putRemote(url, rec, logPath))
 	}
 	for _, err := range errs {
 		if err != nil {

@@ -217,26 +217,26 @@ func (h *stepHistory) finish(res runner.Result, err error, code int) {
 		h.a.warnHistory(perr)
 	}
 	if h.remote != "" {
-		if err := h.putRemote(rec); err != nil {
+		if err := putRemote(h.remote, rec, h.dir.LogPath(rec.Name)); err != nil {
 			h.a.warnHistory(err)
 		}
 	}
 	h.cleanup()
 }
 
-// putRemote writes the record and its log to the profile's store, within
-// remoteWriteLimit.
-func (h *stepHistory) putRemote(rec history.Record) error {
+// putRemote writes rec and the log at logPath (if any) to the store at
+// url, within remoteWriteLimit.
+func putRemote(url string, rec history.Record, logPath string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteWriteLimit)
 	defer cancel()
-	r, err := history.OpenRemote(ctx, h.remote)
+	r, err := history.OpenRemote(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	err = r.Put(ctx, rec, h.dir.LogPath(rec.Name))
+	err = r.Put(ctx, rec, logPath)
 	if ctx.Err() != nil {
-		return fmt.Errorf("history %s: not written within %s: %w", h.remote, remoteWriteLimit, err)
+		return fmt.Errorf("history %s: not written within %s: %w", url, remoteWriteLimit, err)
 	}
 	return err
 }
