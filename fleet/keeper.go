@@ -65,6 +65,9 @@ type UpRequest struct {
 	TTL time.Duration
 	// Notebook also starts a Jupyter server on the head.
 	Notebook bool
+	// Idle and IdleStop are --idle and --idle-stop as given: a duration,
+	// or "off"; see Idleness.
+	Idle, IdleStop string
 	// Given reports whether a flag, by its long name, was given.
 	Given func(flag string) bool
 	// Profile is the platform profile.

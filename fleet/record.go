@@ -80,6 +80,16 @@ type Record struct {
 	// Notebook says the cluster has a notebook (`up --notebook`), which
 	// `raystep notebook NAME` reaches.
 	Notebook bool `json:"notebook,omitempty"`
+	// GPUsHeld is the GPUs the cluster holds now: GPUs, or "" once idle
+	// release gave them back (Released).
+	GPUsHeld string `json:"gpusHeld"`
+	// Released says idle release gave back the cluster's GPU workers;
+	// `raystep up NAME` brings them back.
+	Released bool `json:"released,omitempty"`
+	// IdleSince is since when the cluster was last found idle (by
+	// `raystep gc` on KubeRay, by its keeper locally); nil when it was
+	// found in use, or never judged.
+	IdleSince *time.Time `json:"idleSince,omitempty"`
 }
 
 // TableOptions shapes `raystep ls` output.
@@ -95,7 +105,7 @@ type TableOptions struct {
 // WriteTable prints records as kubectl-style columns.
 func WriteTable(w io.Writer, rows []Record, o TableOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := []string{"NAME", "KIND", "OWNER", "TYPE", "GPUS", "DEPLOYMENT", "JOB", "AGE", "EXPIRES", "DASHBOARD"}
+	head := []string{"NAME", "KIND", "OWNER", "TYPE", "GPUS", "DEPLOYMENT", "JOB", "AGE", "EXPIRES", "IDLE", "DASHBOARD"}
 	if o.AllNamespaces {
 		head = append([]string{"NAMESPACE"}, head...)
 	}
@@ -108,8 +118,12 @@ func WriteTable(w io.Writer, rows []Record, o TableOptions) error {
 		if typ == r.ClusterKind {
 			typ = "" // an interactive cluster runs no step of a kind
 		}
-		cols := []string{r.Name, r.ClusterKind, dash(r.Owner), dash(typ), dash(r.GPUs), r.Deployment, dash(r.JobStatus),
-			duration.HumanDuration(o.Now.Sub(r.Created)), expires(r.Expires, o.Now), dash(r.Dashboard)}
+		gpus := dash(r.GPUs)
+		if r.Released {
+			gpus = "released"
+		}
+		cols := []string{r.Name, r.ClusterKind, dash(r.Owner), dash(typ), gpus, r.Deployment, dash(r.JobStatus),
+			duration.HumanDuration(o.Now.Sub(r.Created)), expires(r.Expires, o.Now), idle(r.IdleSince, o.Now), dash(r.Dashboard)}
 		if o.AllNamespaces {
 			cols = append([]string{dash(r.Namespace)}, cols...) // none for a local cluster
 		}
@@ -140,6 +154,15 @@ func expires(t *time.Time, now time.Time) string {
 		return "in " + duration.HumanDuration(t.Sub(now))
 	}
 	return duration.HumanDuration(now.Sub(*t)) + " ago"
+}
+
+// idle shows since when a cluster is idle as "12m"; "-" when it is not
+// known to be.
+func idle(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(*t))
 }
 
 func dash(s string) string {

@@ -177,3 +177,62 @@ func (r UpRequest) Lifetime() (time.Duration, error) {
 	}
 	return r.TTL, nil
 }
+
+// Idle is what an interactive cluster does when nobody uses it: after
+// Release of idleness its GPU workers are released, after Stop it is
+// deleted; zero is never.
+type Idle struct{ Release, Stop time.Duration }
+
+// Idleness is --idle and --idle-stop, else the profile's defaults
+// (spec.interactive.idle, idleStop), checked against each other and
+// against ttl, the cluster's life: a setting that could never act is
+// refused, not ignored.
+func (r UpRequest) Idleness(ttl time.Duration) (Idle, error) {
+	var out Idle
+	out.Release, out.Stop = r.Profile.Spec.Interactive.IdleDefaults()
+	parse := func(flag, v string, into *time.Duration) error {
+		if !r.given(flag) {
+			return nil
+		}
+		if v == schemas.IdleOff {
+			*into = 0
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return Usage(fmt.Sprintf("up: --%s %s: want a duration such as 30m, or %s", flag, v, schemas.IdleOff))
+		case d <= 0:
+			return Usage(fmt.Sprintf("up: --%s %s: must be positive (--%s %s keeps the cluster as it is while idle)", flag, v, flag, schemas.IdleOff))
+		case d < time.Second || d%time.Second != 0:
+			return Usage(fmt.Sprintf("up: --%s %s: want a whole number of seconds", flag, v))
+		}
+		*into = d
+		return nil
+	}
+	if err := parse("idle", r.Idle, &out.Release); err != nil {
+		return Idle{}, err
+	}
+	if err := parse("idle-stop", r.IdleStop, &out.Stop); err != nil {
+		return Idle{}, err
+	}
+	from := func(flag string) string {
+		if r.given(flag) {
+			return "--" + flag
+		}
+		return fmt.Sprintf("the default of profile %s (spec.interactive.%s)", r.Profile.Metadata.Name,
+			map[string]string{"idle": "idle", "idle-stop": "idleStop"}[flag])
+	}
+	switch {
+	case out.Release >= ttl && out.Release > 0:
+		return Idle{}, Usage(fmt.Sprintf("up: %s %s is not shorter than the cluster's life (%s): it would never release its GPUs; "+
+			"pass a shorter --idle, or --idle %s", from("idle"), out.Release, ttl, schemas.IdleOff))
+	case out.Stop >= ttl && out.Stop > 0:
+		return Idle{}, Usage(fmt.Sprintf("up: %s %s is not shorter than the cluster's life (%s): it expires first; "+
+			"pass a shorter --idle-stop, or --idle-stop %s", from("idle-stop"), out.Stop, ttl, schemas.IdleOff))
+	case out.Release > 0 && out.Stop > 0 && out.Stop <= out.Release:
+		return Idle{}, Usage(fmt.Sprintf("up: %s %s is not longer than %s %s: the cluster would be deleted before its GPUs are released",
+			from("idle-stop"), out.Stop, from("idle"), out.Release))
+	}
+	return out, nil
+}

@@ -18,6 +18,16 @@ every RECHECK seconds, so a record rewritten with a later expiry extends the
 head and SIGHUP makes an earlier one count at once. Its notes go to stderr,
 which raystep points at a log file for a detached head.
 
+A detached head whose RECORD has "idleSeconds" also stops once idle that
+long: no Ray job but the notebook's ("raystep-notebook-" and the record's
+"name") pending or running on its dashboard ("dashboardURL", with the token
+in "tokenFile"), and no kernel busy on the notebook whose port and token
+TEMPDIR/raystep-notebook.json holds, counted from the latest of "created",
+"activeAt", the last job's end and the notebook's last activity. It asks
+every quarter of that (1 to 30 seconds), keeps since when the head is idle
+in TEMPDIR/raystep-idle.json for `raystep ls`, and counts a head it cannot
+ask as in use.
+
 It reports on fd 4, one line each: "started PID" once ray runs, "detached"
 once it holds an expiry, "exited CODE" when ray ended by itself, "left PID
 COMMAND" for a process it could not kill, "error TEXT" for anything else it
@@ -97,6 +107,120 @@ def read_expiry(record, known):
     return expires
 
 
+IDLE_FILE = "raystep-idle.json"
+NOTEBOOK_FILE = "raystep-notebook.json"
+
+
+def read_json(path):
+    try:
+        with open(path, "rb") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def get_json(url, headers):
+    """GETs url through no proxy (the head is on loopback) and decodes it."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+        return json.load(resp)
+
+
+def activity(rec, temp_dir):
+    """Returns (why the head is in use or None, when it was last used or 0)."""
+    with open(rec["tokenFile"], "rb") as f:
+        token = f.read().decode().strip()
+    auth = {"Authorization": "Bearer " + token, "X-Ray-Authorization": "Bearer " + token}
+    busy, last = None, 0.0
+    notebook_job = "raystep-notebook-" + rec.get("name", "")
+    for job in get_json(rec["dashboardURL"].rstrip("/") + "/api/jobs/", auth):
+        if job.get("submission_id") == notebook_job:
+            continue
+        if job.get("status") in ("PENDING", "RUNNING") and busy is None:
+            busy = "Ray job %s is %s" % (job.get("submission_id") or job.get("job_id"), job.get("status"))
+        last = max(last, (job.get("end_time") or 0) / 1000.0)
+    nb = read_json(os.path.join(temp_dir, NOTEBOOK_FILE)) if temp_dir else None
+    if nb:
+        base = "http://127.0.0.1:%d/api/" % int(nb["port"])
+        auth = {"Authorization": "token " + nb["token"]}
+        status = get_json(base + "status?no_track_activity=1", auth)
+        if status.get("last_activity"):
+            last = max(last, parse_time(status["last_activity"]))
+        for k in get_json(base + "kernels?no_track_activity=1", auth):
+            if k.get("execution_state") == "busy" and busy is None:
+                busy = "notebook kernel %s is busy" % k.get("id")
+    return busy, last
+
+
+class Idle:
+    """Judges a detached head's idleness from its record."""
+
+    def __init__(self, record, temp_dir):
+        self.record, self.temp_dir = record, temp_dir
+        self.next, self.failing = 0.0, False
+
+    def interval(self, rec):
+        return min(max(float(rec.get("idleSeconds") or 0) / 4.0, 1.0), 30.0)
+
+    def due(self):
+        """Returns seconds until the next look; None without idleSeconds."""
+        rec = read_json(self.record)
+        if not rec or not rec.get("idleSeconds"):
+            return None
+        return max(self.next - time.time(), 0.0)
+
+    def mark(self, since):
+        if not self.temp_dir:
+            return
+        path = os.path.join(self.temp_dir, IDLE_FILE)
+        try:
+            if since is None:
+                if os.path.exists(path):
+                    os.remove(path)
+                return
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"idleSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))}, f)
+            os.replace(tmp, path)
+        except OSError as e:
+            note("keep the idle time: %s" % e)
+
+    def check(self):
+        """Returns why the head must stop for idleness, or None."""
+        rec = read_json(self.record)
+        if not rec or not rec.get("idleSeconds") or time.time() < self.next:
+            return None
+        limit = float(rec["idleSeconds"])
+        self.next = time.time() + self.interval(rec)
+        try:
+            busy, last = activity(rec, self.temp_dir)
+        except Exception as e:  # an unreachable head is in use, not idle
+            if not self.failing:
+                note("activity unknown, the head is kept: %s" % e)
+            self.failing = True
+            self.mark(None)
+            return None
+        self.failing = False
+        if busy:
+            self.mark(None)
+            return None
+        since = last
+        for key in ("created", "activeAt"):
+            try:
+                since = max(since, parse_time(rec[key]))
+            except (KeyError, ValueError, TypeError, IndexError):
+                pass
+        since = min(float(int(since)), time.time())
+        self.mark(since)
+        idle = time.time() - since
+        if idle >= limit:
+            return "idle for %ds (since %s), past %ds" % (
+                idle, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)), limit)
+        return None
+
+
 def reap():
     """Reaps every exited child; returns {pid: exit code}."""
     out = {}
@@ -166,14 +290,17 @@ def kill_tree(grace):
         time.sleep(0.05)
 
 
-def wait_for_reason(ray, wake_r, record):
+def wait_for_reason(ray, wake_r, record, temp_dir):
     """Blocks until the head must go; returns ray's exit code if it ended."""
     global DETACHED
-    watch, expires = [CONTROL, wake_r], None
+    watch, expires, idle = [CONTROL, wake_r], None, Idle(record, temp_dir)
     while True:
         timeout = None
         if expires is not None:
             timeout = min(max(expires - time.time(), 0.0), RECHECK)
+            due = idle.due()
+            if due is not None:
+                timeout = min(timeout, due)
         ready, _, _ = select.select(watch, [], [], timeout)
         if CONTROL in ready:
             data = os.read(CONTROL, 512)
@@ -199,6 +326,10 @@ def wait_for_reason(ray, wake_r, record):
             expires = read_expiry(record, expires)
             if time.time() >= expires:
                 note("stopping the head: it expired")
+                return None
+            why = idle.check()
+            if why:
+                note("stopping the head: " + why)
                 return None
 
 
@@ -229,7 +360,7 @@ def main():
     except OSError:
         pass
     report("started %d" % ray.pid)
-    code = wait_for_reason(ray, wake_r, record)
+    code = wait_for_reason(ray, wake_r, record, temp_dir)
     if code is not None:
         report("exited %d" % code)
     ok = True

@@ -87,6 +87,24 @@ type Interactive struct {
 	// Notebook is the Jupyter server `raystep up --notebook` starts on
 	// the head.
 	Notebook NotebookProfile `json:"notebook,omitzero"`
+	// Idle is up's --idle by default: how long a cluster may be idle
+	// before its GPU workers are released (a Go duration, or "off");
+	// empty means off.
+	Idle string `json:"idle,omitempty"`
+	// IdleStop is up's --idle-stop by default: how long a cluster may be
+	// idle before it is deleted; empty means off.
+	IdleStop string `json:"idleStop,omitempty"`
+}
+
+// IdleOff is the value of an idle setting that turns it off.
+const IdleOff = "off"
+
+// IdleDefaults returns the profile's defaults for up's --idle and
+// --idle-stop, checked when the profile was loaded; zero means off.
+func (i Interactive) IdleDefaults() (idle, stop time.Duration) {
+	idle, _ = parseDuration(i.Idle)
+	stop, _ = parseDuration(i.IdleStop)
+	return idle, stop
 }
 
 // NotebookProfile is how the notebook of an interactive cluster runs: a
@@ -399,6 +417,33 @@ func checkInteractiveTTL(file string, pos positions, errs *ValidationErrors, v a
 		errs.add(file, pos, "/spec/interactive/ttl/default", "%s is longer than max %s", def, limit)
 	case okDef && !okMax && def > MaxInteractiveTTL:
 		errs.add(file, pos, "/spec/interactive/ttl/default", "%s is longer than the built-in max %s: set max too", def, MaxInteractiveTTL)
+	}
+	if !okDef {
+		def = min(DefaultInteractiveTTL, limit)
+		if !okMax {
+			def = DefaultInteractiveTTL
+		}
+	}
+	idle := map[string]time.Duration{}
+	for _, k := range []string{"idle", "idleStop"} {
+		s, ok := interactive[k].(string)
+		if !ok || s == IdleOff {
+			continue
+		}
+		d, msg := parseDuration(s)
+		switch {
+		case msg != "":
+			errs.add(file, pos, "/spec/interactive/"+k, "%s, or %q", msg, IdleOff)
+		case d >= def:
+			errs.add(file, pos, "/spec/interactive/"+k, "%s is not shorter than the default life of a cluster (%s): it would never act", d, def)
+		default:
+			idle[k] = d
+		}
+	}
+	if i, ok := idle["idle"]; ok {
+		if s, ok := idle["idleStop"]; ok && s <= i {
+			errs.add(file, pos, "/spec/interactive/idleStop", "%s is not longer than idle (%s): the cluster would be deleted before its GPUs are released", s, i)
+		}
 	}
 }
 

@@ -149,8 +149,9 @@ func (a *app) kubeFleet(cmd *cobra.Command, name string) *kuberay.Fleet {
 			}
 			return kuberay.ResolveNamespace(kuberay.Namespaces{Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: kubeconfig}), nil
 		},
-		Warn:   func(msg string) { fmt.Fprintf(a.stderr, "%s: %s\n", name, msg) },
-		Notify: a.notices(),
+		Warn:      func(msg string) { fmt.Fprintf(a.stderr, "%s: %s\n", name, msg) },
+		Notify:    a.notices(),
+		Dashboard: a.dashboardOptions(), UserAgent: a.userAgent(), KeepDir: a.keepDir(),
 	}
 }
 

@@ -17,6 +17,7 @@ type upOptions struct {
 	workers           int32
 	name, owner       string
 	ttl               time.Duration
+	idle, idleStop    string
 	notebook          bool
 	set               []string
 }
@@ -24,7 +25,7 @@ type upOptions struct {
 func (a *app) upCommand() *cobra.Command {
 	var o upOptions
 	cmd := &cobra.Command{
-		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR] [--notebook]",
+		Use:   "up [-f SPEC] [--gpu TYPE] [--workers N] [--cpus N] [--memory Q] [--name NAME] [--owner WHO] [--ttl DUR] [--idle DUR] [--idle-stop DUR] [--notebook]",
 		Short: "Bring up an interactive Ray cluster for a person, until it expires",
 		Long: `up makes a long-lived Ray cluster for a person, named, owned and expiring,
 that steps can borrow (` + "`raystep run --cluster NAME`" + `) and that ` + "`raystep ls`" + ` lists.
@@ -63,10 +64,22 @@ otherwise); ` + "`raystep down NAME`" + ` stops it at any time and ` + "`raystep
 clears away expired ones. up on the name of a live cluster moves its
 expiry to --ttl from now instead of making a second one. Ctrl-C or
 SIGTERM before up is done leaves nothing running. With --notebook up then
-starts a Jupyter server on the head (see raystep notebook).`,
+starts a Jupyter server on the head (see raystep notebook).
+
+A cluster nobody uses gives its GPUs back. It is idle while no Ray job
+but its notebook's is pending or running and no notebook kernel is busy
+(Jupyter's own activity record), counted from the last job's end, the
+notebook's last activity or the last up of it, whichever is latest. After
+--idle of that (default the profile's spec.interactive.idle, else off):
+on KubeRay, ` + "`raystep gc`" + ` (which the platform runs on a schedule) scales
+its GPU worker groups to zero, and ` + "`raystep up NAME`" + ` brings them back;
+locally, the head's supervisor stops the head. After --idle-stop the
+whole cluster is deleted (gc on KubeRay, the supervisor locally). Either
+must be shorter than --ttl, and --idle-stop longer than --idle; off
+turns either off. ` + "`raystep ls`" + ` shows since when a cluster is idle.`,
 		Example: "  raystep up --name alice-dev --ttl 4h\n" +
 			"  raystep run --cluster alice-dev -f examples/ads_ranking/train.yaml\n" +
-			"  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h\n" +
+			"  raystep up --backend kuberay --gpu a100-80gb --workers 2 --name alice-dev --ttl 4h --idle 30m --idle-stop 2h\n" +
 			"  raystep up --backend kuberay -f examples/ads_ranking/train.yaml --workers 1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.up(cmd, o) },
@@ -83,6 +96,8 @@ starts a Jupyter server on the head (see raystep notebook).`,
 	f.StringVar(&o.owner, "owner", "", "owner of the cluster (default the spec's, else $USER, else your login name)")
 	f.DurationVar(&o.ttl, "ttl", 0, "life of the cluster from now, e.g. 4h (default the profile's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.cluster.image=... (repeatable)")
+	f.StringVar(&o.idle, "idle", "", "release the cluster's GPUs after this much idleness, e.g. 30m, or off (default the profile's spec.interactive.idle)")
+	f.StringVar(&o.idleStop, "idle-stop", "", "delete the cluster after this much idleness, e.g. 2h, or off (default the profile's spec.interactive.idleStop)")
 	f.BoolVar(&o.notebook, "notebook", false, "also start a Jupyter server on the head (the profile's spec.interactive.notebook); raystep notebook NAME reaches it")
 	return cmd
 }
@@ -101,6 +116,7 @@ func (a *app) up(cmd *cobra.Command, o upOptions) error {
 	return s.Up(cmd.Context(), fleet.UpRequest{
 		File: o.file, Set: o.set, Name: o.name, Owner: o.owner, DefaultOwner: a.defaultOwner,
 		GPU: o.gpu, CPUs: o.cpus, Memory: o.memory, Workers: o.workers, TTL: o.ttl, Notebook: o.notebook,
+		Idle: o.idle, IdleStop: o.idleStop,
 		Given: cmd.Flags().Changed, Profile: profile,
 	})
 }

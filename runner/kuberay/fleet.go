@@ -32,6 +32,11 @@ type Fleet struct {
 	Warn func(string)
 	// Notify receives what the watches of a delete report.
 	Notify Notify
+	// Dashboard, UserAgent and KeepDir are how gc reaches an interactive
+	// cluster's dashboard to judge its idleness, as people's commands do.
+	Dashboard DashboardOptions
+	UserAgent string
+	KeepDir   string
 }
 
 var _ fleet.Fleet = (*Fleet)(nil)
@@ -101,7 +106,11 @@ func (f *Fleet) GC(ctx context.Context, scope fleet.Scope, o fleet.GCOptions, li
 	}
 	judge := JudgeOptions{OlderThan: o.OlderThan, HeartbeatGrace: o.HeartbeatGrace}
 	now := f.serverNow(ctx, clients, ns, leases, o.Now)
-	verdicts := append(JudgeAll(jobs, leases, now, judge), JudgeClusters(clusters, now, judge)...)
+	cv := JudgeClusters(clusters, now, judge)
+	io := o
+	io.Now = now
+	f.judgeIdle(ctx, clients, cv, io, line)
+	verdicts := append(JudgeAll(jobs, leases, now, judge), cv...)
 	return Collect(ctx, clients.Ray, verdicts, o.DryRun, func(r Result) {
 		if r.Action == Failed {
 			return // in the error Collect returns
@@ -170,4 +179,52 @@ func (f *Fleet) DownRun(ctx context.Context, scope fleet.Scope, runID string, go
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// idleProbeLimit bounds asking one cluster what it is doing.
+const idleProbeLimit = 30 * time.Second
+
+// judgeIdle asks each interactive cluster with idle settings that gc
+// keeps otherwise what it is doing, releases its GPU workers or marks it
+// for deletion (its verdict then collects it) as its settings say, and
+// keeps AnnotationIdleSince current for ls and the UI. A cluster it
+// cannot ask is kept, and the line says why.
+func (f *Fleet) judgeIdle(ctx context.Context, clients *Clients, verdicts []Verdict, o fleet.GCOptions, line func(string)) {
+	i := &Interactive{Kube: clients.Kube, Ray: clients.Ray, KeepDir: f.KeepDir, Notify: f.Notify}
+	for k := range verdicts {
+		v := &verdicts[k]
+		rc := v.Cluster
+		if v.Collect || rc.DeletionTimestamp != nil || rc.Labels[LabelKind] != KindInteractive || IdleOf(rc) == (fleet.Idle{}) {
+			continue
+		}
+		name := "RayCluster " + rc.Namespace + "/" + rc.Name
+		pctx, cancel := context.WithTimeout(ctx, idleProbeLimit)
+		a, err := i.Activity(pctx, f.Dashboard, f.UserAgent, clients, rc)
+		cancel()
+		if err != nil {
+			line(fmt.Sprintf("kept %s: interactive, activity unknown, so its GPUs stay: %v", name, err))
+			continue
+		}
+		iv := JudgeIdle(rc, a, o.Now)
+		if !o.DryRun {
+			if err := i.markIdleSince(ctx, rc, iv.Since); err != nil && f.Warn != nil {
+				f.Warn(fmt.Sprintf("%s: record since when it is idle: %v", name, err))
+			}
+		}
+		switch {
+		case iv.Stop:
+			v.Collect, v.Reason = true, "interactive, "+iv.Reason
+		case iv.Release && o.DryRun:
+			line(fmt.Sprintf("would release the GPU workers of %s: %s", name, iv.Reason))
+		case iv.Release:
+			n, err := i.Release(ctx, rc)
+			if err != nil {
+				line(fmt.Sprintf("kept %s: %v", name, err))
+				continue
+			}
+			line(fmt.Sprintf("released %d GPU worker(s) of %s: %s; raystep up %s -n %s brings them back", n, name, iv.Reason, rc.Name, rc.Namespace))
+		default:
+			v.Reason += "; " + iv.Reason
+		}
+	}
 }

@@ -2,6 +2,7 @@ package kuberay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -110,6 +111,9 @@ type Upped struct {
 	Previous string
 	// Secret names the token Secret of a token-authenticated cluster.
 	Secret string
+	// Restored is true when Up brought back GPU workers idle release
+	// had given back.
+	Restored bool
 }
 
 // Up creates rc, or, when a raystep interactive cluster of that name
@@ -166,12 +170,30 @@ func (i *Interactive) extend(ctx context.Context, rc *rayv1.RayCluster) (Upped, 
 	expires := rc.Annotations[AnnotationExpires]
 	// The uid makes the patch fail on another RayCluster of the same name
 	// (it is immutable); KubeRay's status updates do not conflict with it.
-	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, got.UID, AnnotationExpires, expires)
+	// The idle settings are up's again, and up counts as use.
+	annotations := map[string]any{AnnotationExpires: expires, AnnotationIdleSince: nil}
+	for _, k := range []string{AnnotationIdle, AnnotationIdleStop, AnnotationActiveAt} {
+		if v, ok := rc.Annotations[k]; ok {
+			annotations[k] = v
+		} else {
+			annotations[k] = nil
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": got.UID, "annotations": annotations}})
+	if err != nil {
+		return Upped{}, err
+	}
 	patched, err := i.Ray.RayV1().RayClusters(got.Namespace).Patch(ctx, got.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return Upped{}, fmt.Errorf("extend RayCluster %s/%s to %s: %w", got.Namespace, got.Name, expires, err)
 	}
-	up := Upped{Cluster: patched, Previous: got.Annotations[AnnotationExpires]}
+	restored := false
+	if Released(patched) {
+		if patched, restored, err = i.Restore(ctx, patched, i.clock().Now()); err != nil {
+			return Upped{}, err
+		}
+	}
+	up := Upped{Cluster: patched, Previous: got.Annotations[AnnotationExpires], Restored: restored}
 	if s := authSecret(&patched.Spec, &patched.ObjectMeta, "RayCluster"); s != nil {
 		up.Secret = s.Name
 	}
@@ -214,6 +236,17 @@ func IsInteractive(rc *rayv1.RayCluster) bool {
 // (Pod Security), on a list or watch raystep may not make, and on the
 // RayCluster being deleted; ctx's cause otherwise.
 func (i *Interactive) AwaitReady(ctx context.Context, rc *rayv1.RayCluster) (*rayv1.RayCluster, error) {
+	return i.awaitReady(ctx, rc, false)
+}
+
+// AwaitWorkers is AwaitReady that also waits until every worker the
+// RayCluster's spec asks for runs: a ready cluster whose released GPU
+// workers up brought back stays ready while they start.
+func (i *Interactive) AwaitWorkers(ctx context.Context, rc *rayv1.RayCluster) (*rayv1.RayCluster, error) {
+	return i.awaitReady(ctx, rc, true)
+}
+
+func (i *Interactive) awaitReady(ctx context.Context, rc *rayv1.RayCluster, workers bool) (*rayv1.RayCluster, error) {
 	m := i.newClusterMonitor(rc.Namespace, rc.Name)
 	m.start()
 	defer m.stop()
@@ -228,7 +261,7 @@ func (i *Interactive) AwaitReady(ctx context.Context, rc *rayv1.RayCluster) (*ra
 			return false, err, again
 		}
 		last = v.rc
-		return clusterReady(v.rc), nil, again
+		return clusterReady(v.rc) && (!workers || workersRunning(v) >= wantWorkers(v.rc)), nil, again
 	})
 	return last, err
 }
@@ -321,4 +354,24 @@ func (i *Interactive) clock() runner.Clock {
 		return i.Clock
 	}
 	return runner.SystemClock{}
+}
+
+// wantWorkers is how many worker pods rc's spec asks for.
+func wantWorkers(rc *rayv1.RayCluster) int {
+	n := 0
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		n += int(ptrValue(g.Replicas) * max(1, g.NumOfHosts))
+	}
+	return n
+}
+
+// workersRunning counts the running worker pods in v not being deleted.
+func workersRunning(v view) int {
+	n := 0
+	for _, p := range v.pods {
+		if p.Labels["ray.io/node-type"] == "worker" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }

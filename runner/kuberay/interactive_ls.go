@@ -55,5 +55,13 @@ func SummarizeCluster(rc *rayv1.RayCluster) fleet.Record {
 		t = t.UTC()
 		s.Expires = &t
 	}
+	s.Released = Released(rc)
+	if !s.Released {
+		s.GPUsHeld = s.GPUs
+	}
+	if t, ok := IdleSince(rc); ok {
+		t = t.UTC()
+		s.IdleSince = &t
+	}
 	return s
 }

@@ -81,6 +81,9 @@ func Summarize(job *rayv1.RayJob) fleet.Record {
 	if s.Step == "" {
 		s.Step = job.Labels[LabelStep]
 	}
+	if st.JobDeploymentStatus != rayv1.JobDeploymentStatusSuspended {
+		s.GPUsHeld = s.GPUs // a RayJob suspended in a queue has no pods
+	}
 	if s.Deployment == "" {
 		s.Deployment = "New"
 	}

@@ -120,6 +120,10 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 	if err != nil {
 		return err
 	}
+	idle, err := req.Idleness(ttl)
+	if err != nil {
+		return err
+	}
 	spec, err := req.Spec(ctx, true)
 	if err != nil {
 		return err
@@ -132,10 +136,12 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 		return err
 	}
 	ns := s.namespace(clients, req.Profile, spec.Metadata.Namespace)
-	rc, err := BuildCluster(spec, req.Profile, ns, s.now().Add(ttl))
+	now := s.now()
+	rc, err := BuildCluster(spec, req.Profile, ns, now.Add(ttl))
 	if err != nil {
 		return err
 	}
+	SetIdle(rc.Annotations, idle, now)
 	i := s.interactive(clients)
 	upped, err := i.Up(ctx, rc)
 	if upped.Created && upped.Cluster.UID != "" {
@@ -161,14 +167,20 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 // awaitUp waits until the cluster is ready, at most timeouts.provision,
 // and keeps the ready RayCluster in upped.
 func (s *Site) awaitUp(ctx context.Context, i *Interactive, upped *Upped, timeout time.Duration) error {
-	if !upped.Created {
+	await := i.AwaitReady
+	switch {
+	case upped.Restored:
+		fmt.Fprintf(s.Err, "RayCluster %s/%s exists: expiry moved from %s to %s; bringing back the GPU workers idle release gave back\n",
+			upped.Cluster.Namespace, upped.Cluster.Name, upped.Previous, upped.Cluster.Annotations[AnnotationExpires])
+		await = i.AwaitWorkers
+	case !upped.Created:
 		fmt.Fprintf(s.Err, "RayCluster %s/%s exists: expiry moved from %s to %s, the rest of it left as it is\n", upped.Cluster.Namespace,
 			upped.Cluster.Name, upped.Previous, upped.Cluster.Annotations[AnnotationExpires])
 	}
 	late := fmt.Errorf("RayCluster %s/%s: not ready within timeouts.provision (%s)", upped.Cluster.Namespace, upped.Cluster.Name, timeout)
 	wctx, cancel := context.WithTimeoutCause(ctx, timeout, late)
 	defer cancel()
-	rc, err := i.AwaitReady(wctx, upped.Cluster)
+	rc, err := await(wctx, upped.Cluster)
 	if err != nil {
 		return err
 	}
@@ -440,28 +452,8 @@ func (s *Site) Notebook(ctx context.Context, name string, port uint16) error {
 // as Dashboard reaches it, and the function that closes its
 // port-forward, if any.
 func (s *Site) starter(ctx context.Context, r *reached, p *schemas.NotebookProfile) (*notebook.Starter, func(), error) {
-	token := s.DashboardOptions.Token
-	if token == "" {
-		var err error
-		if token, err = r.i.ReadToken(ctx, r.rc); err != nil {
-			return nil, nil, err
-		}
-	}
-	url, done := s.DashboardOptions.URL, func() {}
-	switch {
-	case url != "":
-	case s.inCluster(r.clients):
-		url = ClusterDashboardURL(r.rc)
-	default:
-		fwd, err := r.i.ForwardHead(ctx, r.clients.Config, r.rc, 0, DashboardPort(r.rc))
-		if err != nil {
-			return nil, nil, err
-		}
-		url, done = fwd.URL, fwd.Close
-	}
-	c, err := raysubmit.New(raysubmit.Config{BaseURL: url, Token: token, UserAgent: s.UserAgent})
+	c, done, err := r.i.dashboardClient(ctx, s.DashboardOptions, s.UserAgent, r.clients, r.rc)
 	if err != nil {
-		done()
 		return nil, nil, err
 	}
 	st := &notebook.Starter{Ray: c, Cluster: r.rc.Name}

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,11 +79,33 @@ func Record(in Interactive) fleet.Record {
 		deployment = "ready"
 	}
 	_, err := os.Stat(in.NotebookFile())
-	return fleet.Record{
+	r := fleet.Record{
 		Backend: fleet.BackendLocal, Name: in.Name, ClusterKind: kind, Owner: in.Owner, Kind: kind,
 		Deployment: deployment, Created: in.Created.UTC(), Dashboard: in.DashboardURL,
 		Expires: &expires, Notebook: err == nil,
 	}
+	if in.Status == StatusRunning {
+		r.IdleSince = in.idleSince()
+	}
+	return r
+}
+
+// idleFile is where the head's supervisor says since when it found the
+// head idle, while it does (see keeper.py), in the head's temp dir.
+func (in Interactive) idleFile() string { return filepath.Join(in.TempDir, "raystep-idle.json") }
+
+// idleSince reads since when the supervisor found the head idle; nil
+// when it is in use, or not judged.
+func (in Interactive) idleSince() *time.Time {
+	var rec struct {
+		IdleSince time.Time `json:"idleSince"`
+	}
+	b, err := os.ReadFile(in.idleFile())
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.IdleSince.IsZero() {
+		return nil
+	}
+	t := rec.IdleSince.UTC()
+	return &t
 }
 
 // NotebookFile is where up --notebook keeps the notebook of in (its port

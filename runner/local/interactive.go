@@ -61,6 +61,9 @@ type UpOptions struct {
 	// live one's new expiry, now plus TTL (to the second), earlier or
 	// later than before.
 	TTL time.Duration
+	// Idle is how long it may be idle before its supervisor stops it; 0
+	// never. Up on a live cluster sets it anew, and counts as use.
+	Idle time.Duration
 }
 
 // detachedStopTimeout is how long a detached head's processes get after
@@ -131,6 +134,7 @@ func (c *Clusters) extend(cur Interactive, o UpOptions) (Interactive, error) {
 		return Interactive{}, fmt.Errorf("cluster %s belongs to %s, not %s", cur.Name, cur.Owner, o.Owner)
 	}
 	cur.Expires = c.now().Add(o.TTL).Truncate(time.Second).UTC()
+	cur.IdleSeconds, cur.ActiveAt = int64(o.Idle/time.Second), c.now().Truncate(time.Second).UTC()
 	if err := c.write(cur); err != nil {
 		return Interactive{}, fmt.Errorf("extend cluster %s: %w", cur.Name, err)
 	}
@@ -161,7 +165,8 @@ func (c *Clusters) start(ctx context.Context, o UpOptions) (Interactive, error) 
 	in := Interactive{Name: o.Name, Owner: o.Owner, Created: now.Truncate(time.Second).UTC(),
 		Expires: now.Add(o.TTL).Truncate(time.Second).UTC(), DashboardURL: h.DashboardURL(),
 		Address: h.Address(), TokenFile: h.TokenFile(), SupervisorPid: h.KeeperPid(),
-		TempDir: h.TempDir(), Log: log, Status: StatusRunning}
+		TempDir: h.TempDir(), Log: log, Status: StatusRunning,
+		IdleSeconds: int64(o.Idle / time.Second), ActiveAt: now.Truncate(time.Second).UTC()}
 	err = c.write(in)
 	if err == nil {
 		err = h.Detach(ctx)

@@ -51,6 +51,12 @@ type Interactive struct {
 	TempDir string `json:"tempDir"`
 	// Log is the file holding the output of the head and its supervisor.
 	Log string `json:"log"`
+	// IdleSeconds is how long the head may be idle before its supervisor
+	// stops it (up's --idle or --idle-stop, the shorter); 0 never.
+	IdleSeconds int64 `json:"idleSeconds,omitempty"`
+	// ActiveAt is when up last made or extended it: idleness counts from
+	// then at the earliest.
+	ActiveAt time.Time `json:"activeAt,omitzero"`
 	// Status is what a check of its supervisor found when it was read; it
 	// is not stored.
 	Status Status `json:"-"`

@@ -105,6 +105,10 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 	if err != nil {
 		return err
 	}
+	idle, err := req.Idleness(ttl)
+	if err != nil {
+		return err
+	}
 	spec, err := req.Spec(ctx, false)
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 	if err := s.announce(c, name, owner, ttl); err != nil {
 		return err
 	}
-	in, started, err := c.Up(ctx, UpOptions{Name: name, Owner: owner, TTL: ttl})
+	in, started, err := c.Up(ctx, UpOptions{Name: name, Owner: owner, TTL: ttl, Idle: localIdle(idle)})
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
@@ -520,4 +524,17 @@ func (s *Site) runScoped(ctx context.Context, b *Backend, c *Clusters, step runn
 		"the step never stops it; raystep down --dagster-run-id %s does when the run ends",
 		how, in.Name, step.Dagster.RunID, in.DashboardURL, in.Expires.Format(time.RFC3339), step.Dagster.RunID))
 	return step, nil
+}
+
+// localIdle is how long a local head may be idle: it has no GPU workers
+// apart from itself, so releasing them and deleting the cluster are one
+// thing, the head's supervisor stopping it, at whichever comes first.
+func localIdle(idle fleet.Idle) time.Duration {
+	switch {
+	case idle.Release > 0 && idle.Stop > 0:
+		return min(idle.Release, idle.Stop)
+	case idle.Release > 0:
+		return idle.Release
+	}
+	return idle.Stop
 }
