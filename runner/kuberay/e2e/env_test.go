@@ -46,7 +46,10 @@ var shared struct {
 	// the test runs on it in front of the token head. Held open, the port
 	// cannot be taken by anything else meanwhile.
 	tokenDashboard *net.TCPListener
-	err            error
+	// idleDashboard is the same for the idle release test's cluster, whose
+	// dashboard is a filter in front of the shared head (see idle_test.go).
+	idleDashboard *net.TCPListener
+	err           error
 }
 
 // parallel is how many of the package's tests run at once unless
@@ -82,6 +85,9 @@ func TestMain(m *testing.M) {
 	if shared.tokenDashboard != nil {
 		shared.tokenDashboard.Close()
 	}
+	if shared.idleDashboard != nil {
+		shared.idleDashboard.Close() // the test closed it already, unless it did not run
+	}
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
@@ -109,14 +115,21 @@ func setup(t *testing.T) {
 			return
 		}
 		shared.tokenDashboard = ln.(*net.TCPListener)
+		if ln, shared.err = net.Listen("tcp", "127.0.0.1:0"); shared.err != nil {
+			return
+		}
+		shared.idleDashboard = ln.(*net.TCPListener)
 		shared.k8s, shared.err = cluster.Start(ctx, cluster.Options{Nodes: nodes(shared.profile), DashboardURL: head.DashboardURL(),
-			LoopbackPorts: []int{shared.notebookPort, tokenDashboardPort()}})
+			LoopbackPorts: []int{shared.notebookPort, tokenDashboardPort(), idleDashboardPort()}})
 		t.Logf("environment started in %s", time.Since(start).Round(time.Millisecond))
 	})
 	if shared.err != nil {
 		t.Fatalf("start environment: %v", shared.err)
 	}
 }
+
+// idleDashboardPort is the port of shared.idleDashboard.
+func idleDashboardPort() int { return shared.idleDashboard.Addr().(*net.TCPAddr).Port }
 
 // tokenDashboardPort is the port of shared.tokenDashboard.
 func tokenDashboardPort() int { return shared.tokenDashboard.Addr().(*net.TCPAddr).Port }

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/raystep/raystep/raysubmit"
+)
+
+// TestLocalIdleStop: the supervisor of a local head brought up with
+// --idle stops it once idle that long, with no raystep running: not while
+// a Ray job runs on it, not while a notebook kernel executes code, and
+// once both are done, by itself; ls shows since when it is idle before,
+// and the head is gone after. The head's own end is what this proves, so
+// it has a head of its own.
+func TestLocalIdleStop(t *testing.T) {
+	t.Parallel()
+	e := newLocalEnv(t)
+	const idle = 4 * time.Second
+	rec := e.up(t, "idler", "--ttl", "10m", "--cpus", "1", "--idle", idle.String(), "--notebook")
+	h := e.head(t, rec.SupervisorPid)
+	// The supervisor asks every quarter of --idle, at least every second:
+	// two of its looks after a moment have seen that moment.
+	settle := idle + 2*time.Second + time.Second
+
+	// A Ray job runs past the idle window: the head stays.
+	token, err := os.ReadFile(rec.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ray, err := raysubmit.New(raysubmit.Config{BaseURL: rec.DashboardURL, Token: strings.TrimSpace(string(token)), UserAgent: "raystep-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ray.Submit(t.Context(), raysubmit.SubmitRequest{SubmissionID: "idle-busy", Entrypoint: "sleep 600"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Now().Add(settle))
+	stillUp(t, e, h.keeper, "while a Ray job runs")
+
+	// A kernel executes code while the job ends: the head stays.
+	code, out, errOut := e.raystep(t, "notebook", "idler")
+	nb, perr := url.Parse(strings.TrimSpace(out))
+	if code != 0 || perr != nil {
+		t.Fatalf("notebook idler: exit %d %q\n%s", code, out, errOut)
+	}
+	k := startBusyKernel(t, nb)
+	if _, err := ray.Stop(t.Context(), "idle-busy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ray.Wait(t.Context(), "idle-busy"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Now().Add(settle))
+	stillUp(t, e, h.keeper, "while a notebook kernel is busy")
+
+	// Nothing runs: ls says since when, and the supervisor stops the head.
+	k.interrupt(t)
+	deadline := time.Now().Add(time.Minute)
+	for seen := false; !seen; {
+		rows := e.ls(t)
+		if len(rows) != 1 || rows[0].Deployment != "ready" {
+			t.Fatalf("ls while idle = %+v, want idler ready", rows)
+		}
+		seen = rows[0].IdleSince != nil
+		if !seen && time.Now().After(deadline) {
+			t.Fatal("ls never showed since when idler is idle")
+		}
+	}
+	awaitExit(t, h.keeper, 3*time.Minute)
+	assertLocalHeadGone(t, h)
+	log, _ := os.ReadFile(fmt.Sprintf("%s/raystep/clusters/idler.log", e.state))
+	if !strings.Contains(string(log), "stopping the head: idle for") {
+		t.Errorf("the supervisor's log does not say it stopped the head for idleness:\n%s", log)
+	}
+	if rows := e.ls(t); len(rows) != 1 || rows[0].Deployment != "gone" {
+		t.Errorf("ls after the idle stop = %+v, want idler gone", rows)
+	}
+}
+
+// stillUp fails the test if the head's supervisor ended, or ls says the
+// cluster is idle.
+func stillUp(t *testing.T, e localEnv, keeper int, when string) {
+	t.Helper()
+	if !running(keeper) {
+		t.Fatalf("the supervisor stopped the head %s", when)
+	}
+	if rows := e.ls(t); len(rows) != 1 || rows[0].IdleSince != nil {
+		t.Errorf("ls %s = %+v, want one cluster, not idle", when, rows)
+	}
+}
+
+// waitUntil waits until this machine's clock has passed at.
+func waitUntil(t *testing.T, at time.Time) {
+	t.Helper()
+	select {
+	case <-time.After(time.Until(at)):
+	case <-t.Context().Done():
+		t.Fatal("test ended while waiting for the clock")
+	}
+}
+
+// busyKernel is a Jupyter kernel executing time.sleep(600).
+type busyKernel struct {
+	base, token, id string
+	hc              *http.Client
+}
+
+// startBusyKernel starts a kernel on the notebook at nb (its URL with
+// token), has it execute a long sleep through the kernel's websocket, as
+// a notebook page does, and waits until Jupyter says it is busy.
+func startBusyKernel(t *testing.T, nb *url.URL) *busyKernel {
+	t.Helper()
+	k := &busyKernel{base: "http://" + nb.Host, token: nb.Query().Get("token"), hc: &http.Client{Timeout: time.Minute}}
+	var created struct {
+		ID string `json:"id"`
+	}
+	k.call(t, http.MethodPost, "/api/kernels", `{"name":"python3"}`, &created)
+	k.id = created.ID
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+nb.Host+"/api/kernels/"+k.id+"/channels",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"token " + k.token}}})
+	if err != nil {
+		t.Fatalf("open kernel %s's channels: %v", k.id, err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	msg := map[string]any{
+		"header": map[string]any{"msg_id": "raystep-e2e-1", "username": "e2e", "session": "raystep-e2e", "msg_type": "execute_request",
+			"version": "5.3", "date": time.Now().UTC().Format(time.RFC3339)},
+		"parent_header": map[string]any{}, "metadata": map[string]any{}, "channel": "shell", "buffers": []any{},
+		"content": map[string]any{"code": "import time\ntime.sleep(600)", "silent": false, "store_history": false,
+			"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true},
+	}
+	b, _ := json.Marshal(msg)
+	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatalf("execute on kernel %s: %v", k.id, err)
+	}
+	for {
+		var kernels []struct {
+			ID    string `json:"id"`
+			State string `json:"execution_state"`
+		}
+		k.call(t, http.MethodGet, "/api/kernels", "", &kernels)
+		for _, got := range kernels {
+			if got.ID == k.id && got.State == "busy" {
+				return k
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kernel %s never became busy: %+v", k.id, kernels)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// interrupt stops the kernel's sleep.
+func (k *busyKernel) interrupt(t *testing.T) {
+	t.Helper()
+	k.call(t, http.MethodPost, "/api/kernels/"+k.id+"/interrupt", "", nil)
+}
+
+// call makes one Jupyter REST request with the token and decodes the
+// answer into out (when not nil).
+func (k *busyKernel) call(t *testing.T, method, path, body string, out any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, k.base+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token "+k.token)
+	resp, err := k.hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %s", method, path, resp.Status)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+}
