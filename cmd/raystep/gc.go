@@ -34,6 +34,14 @@ line per RayJob or RayCluster: what it did (or, with --dry-run, would do)
 and why. An interactive cluster is deleted once its expiry (the
 raystep.dev/expires-at annotation) has passed, never before.
 
+An interactive cluster brought up with --idle or --idle-stop (raystep up)
+is asked what it is doing: the Ray jobs on its head and, with a notebook,
+Jupyter's activity record. Once idle for --idle, gc scales its GPU worker
+groups to zero (raystep up NAME brings them back); once idle for
+--idle-stop, it deletes it. A cluster gc cannot ask keeps its GPUs, and
+its line says why. Run gc on a schedule for this to happen unattended
+(examples/k8s/gc.yaml).
+
 A running step renews a heartbeat Lease named after its RayJob every 15s.
 gc deletes a RayJob whose heartbeat stopped longer than --heartbeat-grace
 ago (never less than the Lease's leaseDurationSeconds, three renewal

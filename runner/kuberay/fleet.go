@@ -223,6 +223,7 @@ func (f *Fleet) judgeIdle(ctx context.Context, clients *Clients, verdicts []Verd
 				continue
 			}
 			line(fmt.Sprintf("released %d GPU worker(s) of %s: %s; raystep up %s -n %s brings them back", n, name, iv.Reason, rc.Name, rc.Namespace))
+			v.Reason += "; GPU workers released just now"
 		default:
 			v.Reason += "; " + iv.Reason
 		}

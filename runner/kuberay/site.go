@@ -221,6 +221,16 @@ func (s *Site) printUp(i *Interactive, c *Clients, upped Upped, ttl time.Duratio
 	}
 	fmt.Fprintf(w, "  raystep run --backend kuberay --namespace %s --cluster %s -f step.yaml\n", rc.Namespace, rc.Name)
 	fmt.Fprintf(w, "Delete it: raystep down %s -n %s (raystep gc deletes it once it expired)\n", rc.Name, rc.Namespace)
+	if idle := IdleOf(rc); idle != (fleet.Idle{}) {
+		var acts []string
+		if idle.Release > 0 {
+			acts = append(acts, fmt.Sprintf("after %s it releases its GPU workers (raystep up %s -n %s brings them back)", idle.Release, rc.Name, rc.Namespace))
+		}
+		if idle.Stop > 0 {
+			acts = append(acts, fmt.Sprintf("after %s raystep gc deletes it", idle.Stop))
+		}
+		fmt.Fprintf(w, "Idle (no Ray job but its notebook's, no notebook kernel busy): %s.\n", strings.Join(acts, "; "))
+	}
 }
 
 // headService names the head service of rc.

@@ -183,6 +183,10 @@ func (s *Site) printUp(in Interactive, ttl time.Duration) {
 	fmt.Fprintf(w, "  or, for ray.init() and Ray's own tools on this machine:\n    export %s\n", strings.Join(in.Env(), " "))
 	fmt.Fprintf(w, "Stop it: raystep down %s (it stops itself at its expiry; raystep up --name %s --ttl DUR moves that)\n",
 		in.Name, in.Name)
+	if in.IdleSeconds > 0 {
+		fmt.Fprintf(w, "It also stops itself once idle for %s: no Ray job but its notebook's running, no notebook kernel busy.\n",
+			time.Duration(in.IdleSeconds)*time.Second)
+	}
 }
 
 // Down checks every name and finds every cluster first, stopping nothing

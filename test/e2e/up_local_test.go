@@ -371,6 +371,7 @@ func TestLocalUpBadFlagsStartNothing(t *testing.T) {
 	for _, args := range [][]string{
 		{"--name", "Bad_Name"}, {"--ttl", "0s"}, {"--ttl", "25h"}, {"--gpu", "l4"}, {"--workers", "2"},
 		{"--memory", "8Gi"}, {"--cpus", "two"}, {"--owner", "a b"}, {"--backend", "slurm"},
+		{"--idle", "0"}, {"--idle", "9h"}, {"--ttl", "1h", "--idle-stop", "1h"}, {"--idle", "30m", "--idle-stop", "10m"}, {"--idle", "soon"},
 	} {
 		code, out, errOut := e.raystep(t, append([]string{"up"}, args...)...)
 		if code != exitUsage || out != "" {

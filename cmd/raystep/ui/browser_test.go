@@ -54,7 +54,8 @@ func TestPageOf1000InBrowser(t *testing.T) {
 
 // TestRowsMoveOnBetweenUpdates: with no change to a cluster, its Age,
 // Expires and GPU-hours keep moving in the open page, from the server's
-// clock, without a reload.
+// clock, without a reload; so does how long an idle cluster has been idle,
+// whose released GPUs the row says.
 func TestRowsMoveOnBetweenUpdates(t *testing.T) {
 	store := &Store{}
 	now := time.Now()
@@ -63,13 +64,17 @@ func TestRowsMoveOnBetweenUpdates(t *testing.T) {
 	store.Put(&Record{Record: fleet.Record{Namespace: "ml-ads", Name: "big-train", ClusterKind: "step", Kind: "train",
 		Owner: "ads", GPUs: "a100-80gb=720", Deployment: "Running", JobStatus: "RUNNING", Created: now.Add(-110 * time.Second),
 		Expires: &expires}, GPUSpans: []GPUSpan{{GPUs: 720, Since: now.Add(-100 * time.Second)}}})
+	idleSince := now.Add(-110 * time.Second)
+	store.Put(&Record{Record: fleet.Record{Namespace: "ml-ads", Name: "alice-dev", ClusterKind: "interactive", Kind: "interactive",
+		Owner: "alice", GPUs: "a100-80gb=2", Deployment: "ready", Created: now.Add(-time.Hour), Expires: &expires,
+		IdleSince: &idleSince, Released: true}})
 	srv := httptest.NewServer((&Server{Store: store, Scope: "every namespace"}).Handler())
 	t.Cleanup(srv.Close)
 	tab := browser.New(t)
 	if err := chromedp.Do(tab.Ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	const cells = `(() => { const tr = document.querySelector("#clusters tbody tr");
+	const cells = `(() => { const tr = document.querySelector("#clusters tbody tr[data-key$='big-train']");
 		return [tr.querySelector(".age").textContent, tr.querySelector(".expires").textContent, tr.querySelector(".gpu-hours").textContent]; })()`
 	if _, err := chromedp.Run(tab.Ctx, chromedp.Poll[bool](`document.getElementById("live").textContent === "Live."`,
 		chromedp.WithPollingTimeout(time.Minute))); err != nil {
@@ -88,4 +93,10 @@ func TestRowsMoveOnBetweenUpdates(t *testing.T) {
 		t.Fatalf("age, expiry and GPU-hours went from %q to %q, want them to move on: %v", first, last, err)
 	}
 	tab.Shot("after")
+	const idle = `(() => { const tr = document.querySelector("#clusters tbody tr[data-key$='alice-dev']");
+		return /^2m(\d+s)?$/.test(tr.querySelector(".idle").textContent) && tr.textContent.includes("a100-80gb × 2 (released while idle)"); })()`
+	if _, err := chromedp.Run(tab.Ctx, chromedp.Poll[bool](idle, chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		row, _ := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](`document.querySelector("#clusters tbody tr[data-key$='alice-dev']").textContent`))
+		t.Fatalf("the idle cluster's row %q: want idle for 2m and its GPUs released: %v", row, err)
+	}
 }

@@ -28,7 +28,10 @@ type Row struct {
 	Reason    string `json:"reason"`
 	Age       string `json:"age"`
 	Expires   string `json:"expires"`
-	GPUHours  string `json:"gpuHours"`
+	// Idle is how long nobody has used an interactive cluster, as gc (or
+	// a local head's supervisor) last found; empty while in use.
+	Idle     string `json:"idle"`
+	GPUHours string `json:"gpuHours"`
 	// Detail is the cluster's page and Dashboard its Ray dashboard through
 	// raystep's proxy, both paths on this server.
 	Detail    string `json:"detail"`
@@ -49,6 +52,7 @@ type Clock struct {
 	At        int64 `json:"at"`
 	Created   int64 `json:"created"`
 	Expires   int64 `json:"expires,omitempty"`
+	IdleSince int64 `json:"idleSince,omitempty"`
 	GPUMillis int64 `json:"gpuMillis"`
 	GPUsHeld  int   `json:"gpusHeld"`
 }
@@ -152,6 +156,13 @@ func view(r *Record, now time.Time, dagster *url.URL) Row {
 	}
 	if r.Expires != nil {
 		row.Clock.Expires = r.Expires.UnixMilli()
+	}
+	if r.IdleSince != nil {
+		row.Clock.IdleSince = r.IdleSince.UnixMilli()
+		row.Idle = duration.HumanDuration(now.Sub(*r.IdleSince))
+	}
+	if r.Released {
+		row.GPUs += " (released while idle)"
 	}
 	if r.local() {
 		row.Namespace = "(this machine)"

@@ -16,6 +16,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/fleet"
@@ -23,7 +24,8 @@ import (
 	"github.com/raystep/raystep/raysubmit"
 )
 
-// TestIdleReleaseAndRestore: the built raystep's gc, alone, keeps the GPU
+// TestIdleReleaseAndRestore: the built raystep's gc, alone and as the
+// ServiceAccount of examples/k8s/gc.yaml (its CronJob), keeps the GPU
 // worker of an interactive cluster that runs a Ray job, releases it once
 // the cluster was idle for --idle (the worker pod is deleted, ls says so
 // and since when), `raystep up NAME` brings it back on the GPU pool, and a
@@ -38,6 +40,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	setup(t)
 	ns := namespace(t, "e2e-idle")
 	env := interactiveEnv(t)
+	gcEnv := append(interactiveEnv(t), "KUBECONFIG="+gcAccount(t, ns))
 	jobsOf(t, shared.idleDashboard, shared.head.DashboardURL(), ns)
 
 	s := spec(t, "metadata.name=idle-dev", "metadata.owner=alice")
@@ -70,7 +73,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = ray.Stop(context.WithoutCancel(t.Context()), busy) })
 	awaitClock(t, rayCluster(t, ns, "idle-dev").CreationTimestamp.Add(idle+time.Second))
-	gc := mustRaystep(t, env, "gc", "-n", ns)
+	gc := mustRaystep(t, gcEnv, "gc", "-n", ns)
 	if !strings.Contains(gc.stdout, "kept RayCluster "+ns+"/idle-dev") || !strings.Contains(gc.stdout, "in use: Ray job "+busy+" is") {
 		t.Errorf("gc while a job runs said:\n%s\nwant it to keep the cluster, in use by %s", gc.stdout, busy)
 	}
@@ -85,7 +88,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitClock(t, ended.Ended().Add(idle+time.Second))
-	gc = mustRaystep(t, env, "gc", "-n", ns)
+	gc = mustRaystep(t, gcEnv, "gc", "-n", ns)
 	if !strings.Contains(gc.stdout, "released 1 GPU worker(s) of RayCluster "+ns+"/idle-dev: idle for ") {
 		t.Fatalf("gc once idle said:\n%s\nwant it to release the GPU worker", gc.stdout)
 	}
@@ -111,7 +114,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 
 	// Idle past --idle-stop: gc deletes the whole cluster.
 	awaitClock(t, kuberayActiveAt(t, rayCluster(t, ns, "idle-dev")).Add(6*time.Second+time.Second))
-	gc = mustRaystep(t, env, "gc", "-n", ns)
+	gc = mustRaystep(t, gcEnv, "gc", "-n", ns)
 	if !strings.Contains(gc.stdout, "deleted RayCluster "+ns+"/idle-dev: interactive, idle for ") || !strings.Contains(gc.stdout, "past --idle-stop 6s") {
 		t.Errorf("gc past --idle-stop said:\n%s\nwant it to delete the cluster", gc.stdout)
 	}
@@ -214,4 +217,44 @@ func jobsOf(t *testing.T, ln net.Listener, target, prefix string) {
 	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: time.Minute}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// gcFile is the scheduled gc's example: its Role and its CronJob.
+const gcFile = "../../../examples/k8s/gc.yaml"
+
+// gcAccount applies gcFile's ServiceAccount, Role and RoleBinding in ns,
+// checks its CronJob with the API server (a dry-run create) and returns a
+// kubeconfig that impersonates the account.
+func gcAccount(t *testing.T, ns string) string {
+	t.Helper()
+	var granted permission
+	for _, obj := range rbacObjects(t, gcFile) {
+		obj.SetNamespace(ns)
+		if obj.GetKind() == "CronJob" {
+			if err := shared.k8s.Client.Create(t.Context(), obj, client.DryRunAll); err != nil {
+				t.Fatalf("%s: the API server refuses its CronJob: %v", gcFile, err)
+			}
+			continue
+		}
+		if subjects, ok := obj.Object["subjects"].([]any); ok {
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+		}
+		if rules, ok := obj.Object["rules"].([]any); ok {
+			granted = firstPermission(rules)
+		}
+		if err := shared.k8s.Client.Create(t.Context(), obj); err != nil {
+			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		t.Cleanup(func() {
+			if err := client.IgnoreNotFound(shared.k8s.Client.Delete(context.Background(), obj)); err != nil {
+				t.Errorf("delete %s %s/%s: %v", obj.GetKind(), ns, obj.GetName(), err)
+			}
+		})
+	}
+	cfg := rest.CopyConfig(shared.k8s.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-gc"}
+	awaitAllowed(t, cfg, who(cfg), ns, granted)
+	return kubeconfigAs(t, cfg)
 }

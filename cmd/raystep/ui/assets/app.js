@@ -48,6 +48,7 @@
     cell(tr, r.status, "", "status status-" + r.status, r.reason);
     cell(tr, r.age, "", "age");
     cell(tr, r.expires, "", "expires");
+    cell(tr, r.idle, "", "idle");
     cell(tr, r.dashboard ? "Ray dashboard" : "", r.dashboard);
     const nb = document.createElement("td");
     if (r.notebook) {
@@ -92,6 +93,7 @@
         tr.querySelector(".expires").textContent = k.c.expires > now
           ? "in " + human(k.c.expires - now) : human(now - k.c.expires) + " ago";
       }
+      if (k.c.idleSince) tr.querySelector(".idle").textContent = human(now - k.c.idleSince);
       const gpu = k.c.gpuMillis + k.c.gpusHeld * (now - k.c.at);
       if (gpu > 0) tr.querySelector(".gpu-hours").textContent = (gpu / 3600000).toFixed(2);
     }
