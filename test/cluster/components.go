@@ -36,7 +36,9 @@ const pollInterval = 200 * time.Millisecond
 // and waits until the first two report healthy.
 func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
 	kcm, err := c.startServing(ctx, "kube-controller-manager",
-		"--controllers=garbagecollector,nodelifecycle",
+		// podgc deletes the pods of a node that is gone, marking them
+		// DisruptionTarget (DeletionByPodGC), as a cloud's node loss does.
+		"--controllers=garbagecollector,nodelifecycle,podgc",
 		"--use-service-account-credentials=false",
 		// kwok's heartbeat stage renews node status every 20 to 45 s;
 		// the grace period must outlast that with room for a loaded machine,

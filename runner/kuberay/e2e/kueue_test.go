@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,7 +48,11 @@ func setupKueue(t *testing.T) {
 // exactly one A100 worker of testdata/step.yaml (and CPU and memory for
 // three heads and that worker) and its LocalQueue "gpu" in ns; the test's
 // cleanup deletes them and checks that no Workload is left.
-func oneGPUQueue(t *testing.T, ns string) {
+func oneGPUQueue(t *testing.T, ns string) { oneGPUQueueWith(t, ns, nil) }
+
+// oneGPUQueueWith is oneGPUQueue with the ClusterQueue's preemption
+// policy (nil for Kueue's default: none).
+func oneGPUQueueWith(t *testing.T, ns string, preemption map[string]any) {
 	t.Helper()
 	a100 := shared.profile.Spec.GPUTypes["a100-80gb"]
 	labels := map[string]any{}
@@ -59,6 +64,7 @@ func oneGPUQueue(t *testing.T, ns string) {
 		cluster.KueueObject("ResourceFlavor", "", cpuFlavor, map[string]any{}),
 		cluster.KueueObject("ResourceFlavor", "", gpuFlavor, map[string]any{"nodeLabels": labels}),
 		cluster.KueueObject("ClusterQueue", "", cq, map[string]any{
+			"preemption":        preemption,
 			"namespaceSelector": map[string]any{},
 			"resourceGroups": []any{
 				cluster.ResourceGroup(cluster.FlavorQuota{Flavor: cpuFlavor, Quota: corev1.ResourceList{
@@ -186,8 +192,15 @@ type queuedStep struct {
 
 func startQueued(t *testing.T, ns, name, entrypoint string) *queuedStep {
 	t.Helper()
+	return startQueuedWith(t, ns, name, entrypoint, nil)
+}
+
+// startQueuedWith is startQueued with customize applied to the RayJob.
+func startQueuedWith(t *testing.T, ns, name, entrypoint string, customize func(*rayv1.RayJob)) *queuedStep {
+	t.Helper()
 	b := backend(t, spec(t, "spec.entrypoint="+entrypoint), ns, nil, nil)
 	b.Profile = queuedProfile()
+	b.Customize = customize
 	ctx, cancel := context.WithCancel(t.Context())
 	q := &queuedStep{name: name, b: b, ev: newEvents(t, name), step: step(b.Spec, runID(t)+"-"+name), done: make(chan struct{}), cancel: cancel}
 	r := newRunner(t, b)
@@ -284,5 +297,47 @@ func TestKueueHoldsTheSecondStep(t *testing.T) {
 		t.Errorf("second step told queued %d times, want once and again only when Kueue's reason changed", n)
 	}
 	second.ev.await(t, "admitted by Kueue LocalQueue gpu")
+	nothingLeft(t, ns)
+}
+
+// TestKueuePreemptsALowerPriorityStep: behind a ClusterQueue that preempts
+// lower priorities, a running step of low priority is preempted by Kueue
+// when a step of high priority needs its GPU: the low one ends as
+// preempted (runner.ErrPreempted: the binary's exit 75, which Dagster
+// retries), saying that
+// Kueue's LocalQueue did it, and the high one is admitted and succeeds.
+func TestKueuePreemptsALowerPriorityStep(t *testing.T) {
+	t.Parallel()
+	setupKueue(t)
+	ns := namespace(t, "e2e-kueue-preempt")
+	oneGPUQueueWith(t, ns, map[string]any{"withinClusterQueue": "LowerPriority"})
+	priority := func(name string, value int64) string {
+		pc := &unstructured.Unstructured{Object: map[string]any{"value": value, "description": "raystep e2e"}}
+		pc.SetAPIVersion(cluster.KueueAPIVersion)
+		pc.SetKind("WorkloadPriorityClass")
+		pc.SetName(ns + "-" + name)
+		if err := shared.k8s.Client.Create(t.Context(), pc); err != nil {
+			t.Fatalf("create WorkloadPriorityClass: %v", err)
+		}
+		t.Cleanup(func() { _ = shared.k8s.Client.Delete(context.Background(), pc) })
+		return pc.GetName()
+	}
+	low, high := priority("low", 10), priority("high", 1000)
+	withPriority := func(class string) func(*rayv1.RayJob) {
+		return func(j *rayv1.RayJob) { j.Labels["kueue.x-k8s.io/priority-class"] = class }
+	}
+	lowStep := startQueuedWith(t, ns, "low", `python -c "import time; print('low runs', flush=True); time.sleep(600)"`, withPriority(low))
+	lowStep.ev.await(t, "admitted by Kueue LocalQueue gpu")
+	lowStep.ev.await(t, "submitted")
+
+	highStep := startQueuedWith(t, ns, "high", `python -c "print('high done')"`, withPriority(high))
+	err := lowStep.wait(t)
+	if !errors.Is(err, runner.ErrPreempted) || !strings.Contains(err.Error(), "Kueue LocalQueue gpu") {
+		t.Errorf("the low-priority step ended with %v, want a preemption by Kueue LocalQueue gpu", err)
+	}
+	if err := highStep.wait(t); err != nil {
+		t.Fatalf("the high-priority step: %v", err)
+	}
+	highStep.ev.await(t, "admitted by Kueue LocalQueue gpu")
 	nothingLeft(t, ns)
 }
