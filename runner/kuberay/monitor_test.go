@@ -172,3 +172,30 @@ func TestDisruptedPodIsAPreemption(t *testing.T) {
 		t.Errorf("Disruption() after the disrupted pod is gone = %v, want the preemption", err)
 	}
 }
+
+// TestDisruptionDuringTeardownIsNotAPreemption: once teardown began, a
+// pod marked DisruptionTarget (an eviction racing the step's own delete,
+// a node drained meanwhile) changes nothing: the job's outcome was
+// decided before, and a step that succeeded stays succeeded.
+func TestDisruptionDuringTeardownIsNotAPreemption(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	c := f.provision(t, request(0))
+	f.initializing(t, c)
+	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+	if err := c.Ready(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.mon.markLeaving() // what Teardown does first
+	f.addPod(t, c, "pod-evicted", "worker", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}})
+	await(t, c, "the evicted pod seen", func(v view) bool { return len(v.pods) == 1 })
+	if err := c.Disruption(); err != nil {
+		t.Errorf("Disruption() after a pod was evicted during teardown = %v, want nil", err)
+	}
+	select {
+	case err := <-c.Failures():
+		t.Errorf("Failures() reported %v for an eviction during teardown", err)
+	default:
+	}
+}
