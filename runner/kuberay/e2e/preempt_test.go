@@ -23,7 +23,9 @@ import (
 // is running; its GPU worker pod is evicted through the Eviction API (as
 // a drain or the node-pressure eviction does), and the API server marks
 // it DisruptionTarget. raystep fails the step as preempted, exit 75,
-// naming the pod and the reason, stops the job and deletes everything.
+// naming the pod and the reason, stops the job and deletes everything;
+// the retry Dagster then starts (the next retry number) runs as a new
+// RayJob and succeeds.
 func TestBinaryWorkerEvictedMidRun(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -61,6 +63,15 @@ func TestBinaryWorkerEvictedMidRun(t *testing.T) {
 	if r := onlyRecord(t, s); r.Reason != "preempted" || r.ExitCode != 75 || !strings.Contains(r.Error, worker) {
 		t.Errorf("the step's record: %+v, want preempted, exit 75, naming %s", r, worker)
 	}
+
+	retry := newDagsterAttempt(t, bin, ns, s.runID, 1, `spec.entrypoint=python -c "print('retried', flush=True)"`)
+	if retry.id == s.id {
+		t.Fatalf("the retry's RayJob is named %s, like the preempted attempt's", retry.id)
+	}
+	if code := retry.start(t).wait(t, 3*time.Minute); code != 0 {
+		t.Errorf("the retry after the preemption exited %d, want 0", code)
+	}
+	nothingLeft(t, ns)
 }
 
 // TestNodeLostMidRun: a step's GPU worker runs on a node that goes away

@@ -101,6 +101,14 @@ type dagsterStep struct {
 // the --set overrides set.
 func newDagsterStep(t *testing.T, bin, ns string, set ...string) *dagsterStep {
 	t.Helper()
+	return newDagsterAttempt(t, bin, ns, runID(t), 0, set...)
+}
+
+// newDagsterAttempt is newDagsterStep for attempt retry of the step of
+// the Dagster run run, as Dagster starts a retry: same run, next retry
+// number, a new RayJob.
+func newDagsterAttempt(t *testing.T, bin, ns, run string, retry int, set ...string) *dagsterStep {
+	t.Helper()
 	specFile, err := filepath.Abs("testdata/step.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +117,9 @@ func newDagsterStep(t *testing.T, bin, ns string, set ...string) *dagsterStep {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &dagsterStep{bin: bin, ns: ns, runID: runID(t), messages: filepath.Join(t.TempDir(), "messages")}
-	s.id = runner.StepID(spec(t, set...).Metadata.Name, s.runID, assetKey, 0)
-	data := pipes.ContextData{RunID: s.runID, AssetKeys: []string{assetKey}, Extras: map[string]any{}}
+	s := &dagsterStep{bin: bin, ns: ns, runID: run, messages: filepath.Join(t.TempDir(), "messages")}
+	s.id = runner.StepID(spec(t, set...).Metadata.Name, s.runID, assetKey, retry)
+	data := pipes.ContextData{RunID: s.runID, RetryNumber: retry, AssetKeys: []string{assetKey}, Extras: map[string]any{}}
 	boot, err := pipes.BootstrapEnv(pipes.ContextDataParams(data), pipes.FileMessagesParams(s.messages))
 	if err != nil {
 		t.Fatal(err)
