@@ -118,6 +118,9 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 			return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: ReasonPreempted, Message: fmt.Sprintf(
 				"the RayJob was suspended after its cluster was ready (%s preempted or evicted it): KubeRay deletes the cluster and its Ray job", queueName(v.job))}, 0
 		}
+		if err := m.borrowedGone(v); err != nil {
+			return err, 0
+		}
 	}
 	var again time.Duration
 	for _, p := range v.pods {
@@ -136,4 +139,34 @@ func (m *monitor) problem(v view) (error, time.Duration) {
 		return perr, 0
 	}
 	return nil, again
+}
+
+// borrowedGone fails a step that borrows an interactive cluster (run
+// --cluster) once that cluster's head pod is being deleted or gone after
+// it was ready: its owner took it down, gc deleted it at its expiry, or
+// someone deleted it by hand. The Ray job dies with the head; waiting for
+// its dashboard to come back would wait out the outage bound. Not a
+// preemption: deleting a cluster on purpose is no reason to retry.
+func (m *monitor) borrowedGone(v view) error {
+	borrowed := v.job.Spec.ClusterSelector[clusterSelectorKey]
+	if borrowed == "" || !v.ready || !v.podsSync {
+		return nil
+	}
+	var head *corev1.Pod
+	for _, p := range v.pods {
+		if isHead(p) {
+			head = p
+		}
+	}
+	what := "its head pod is gone"
+	switch {
+	case head == nil:
+	case head.DeletionTimestamp != nil:
+		what = "its head pod " + head.Name + " is terminating"
+	default:
+		return nil
+	}
+	return &ClusterError{RayJob: m.ns + "/" + m.name, Reason: "ClusterDeleted", Message: fmt.Sprintf(
+		"RayCluster %s, which the step borrows, is going away (%s: raystep down, gc at its expiry, or a delete by hand); its Ray job goes with it",
+		borrowed, what)}
 }

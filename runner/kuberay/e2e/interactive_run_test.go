@@ -18,7 +18,8 @@ import (
 // step on the interactive cluster `up` made: its RayJob selects that
 // cluster (KubeRay's spec.clusterSelector), no RayCluster of its own is
 // ever created, the job succeeds (exit 0), and the cluster, its pods and
-// its UID are still there afterwards; `down` then leaves nothing.
+// its UID are still there afterwards; `down` under a second step fails
+// that step with exit 3, not as a preemption, and leaves nothing.
 func TestInteractiveRunOnCluster(t *testing.T) {
 	t.Parallel()
 	setup(t)
@@ -61,7 +62,18 @@ func TestInteractiveRunOnCluster(t *testing.T) {
 	if left := leftovers(t.Context(), ns); strings.Contains(left, "RayJob ") {
 		t.Errorf("the step left its RayJob: %s", left)
 	}
+
+	// Its owner takes the cluster down under a step: the step fails as an
+	// infrastructure failure (exit 3), not as a preemption, which Dagster
+	// would retry.
+	long := newDagsterAttempt(t, bin, ns, s.runID+"-down", 0, `spec.entrypoint=python -c "import time; print('long', flush=True); time.sleep(600)"`)
+	long.args = append(long.args, "--cluster", "erin-dev")
+	lp := long.start(t)
+	waitJobRunning(t, long, lp)
 	mustRaystep(t, env, "down", "-n", ns, "erin-dev")
+	if code := lp.wait(t, 3*time.Minute); code != 3 || !strings.Contains(lp.out.String(), "RayCluster erin-dev, which the step borrows, is going away") {
+		t.Errorf("the step whose borrowed cluster its owner took down exited %d, want 3 (not 75: not a preemption) saying why\n%s", code, lp.out.String())
+	}
 	nothingLeft(t, ns)
 }
 
