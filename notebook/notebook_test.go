@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/schemas"
+	"github.com/raystep/raystep/test/jupytertest"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -127,6 +129,7 @@ func TestLaunchOnRealHead(t *testing.T) {
 			if err != nil || started {
 				t.Errorf("Start on a running notebook = %v, %v; want false, nil", started, err)
 			}
+			activity(t, ctx, hc, "http://127.0.0.1:"+itoa(s.Port), s)
 		})
 	}
 }
@@ -212,4 +215,47 @@ func rootListing(ctx context.Context, s notebook.Server) ([]string, error) {
 		names = append(names, c.Name)
 	}
 	return names, nil
+}
+
+// activity checks ServerActivity against the real server at base: idle
+// with no kernel, busy while a kernel executes code (and asking does not
+// count as use), idle again once that kernel was shut down, last used
+// then. (TestLocalIdleStop interrupts a kernel instead.)
+func activity(t *testing.T, ctx context.Context, hc *http.Client, base string, s notebook.Server) {
+	t.Helper()
+	idle, err := notebook.ServerActivity(ctx, hc, base, s)
+	if err != nil || idle.Busy != "" || idle.Last.IsZero() {
+		t.Fatalf("ServerActivity of a fresh server = %+v, %v; want idle, with a last activity", idle, err)
+	}
+	again, err := notebook.ServerActivity(ctx, hc, base, s)
+	if err != nil || !again.Last.Equal(idle.Last) {
+		t.Errorf("asking again moved the last activity from %s to %s (%v): asking must not count as use", idle.Last, again.Last, err)
+	}
+	u, err := url.Parse(s.URL(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := jupytertest.StartBusy(t, u)
+	busy, err := notebook.ServerActivity(ctx, hc, base, s)
+	if err != nil || !strings.Contains(busy.Busy, "notebook kernel ") || !strings.HasSuffix(busy.Busy, " is busy") {
+		t.Errorf("ServerActivity while a kernel executes = %+v, %v; want busy", busy, err)
+	}
+	k.Shutdown(t)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		after, err := notebook.ServerActivity(ctx, hc, base, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Busy == "" {
+			if !after.Last.After(idle.Last) {
+				t.Errorf("last activity %s after the kernel ran, want later than %s", after.Last, idle.Last)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still busy a minute after the kernel was shut down: %+v", after)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,20 +1,15 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/test/jupytertest"
 )
 
 // TestLocalIdleStop: the supervisor of a local head brought up with
@@ -54,7 +49,7 @@ func TestLocalIdleStop(t *testing.T) {
 	if code != 0 || perr != nil {
 		t.Fatalf("notebook idler: exit %d %q\n%s", code, out, errOut)
 	}
-	k := startBusyKernel(t, nb)
+	k := jupytertest.StartBusy(t, nb)
 	if _, err := ray.Stop(t.Context(), "idle-busy"); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +60,7 @@ func TestLocalIdleStop(t *testing.T) {
 	stillUp(t, e, h.keeper, "while a notebook kernel is busy")
 
 	// Nothing runs: ls says since when, and the supervisor stops the head.
-	k.interrupt(t)
+	k.Interrupt(t)
 	deadline := time.Now().Add(time.Minute)
 	for seen := false; !seen; {
 		rows := e.ls(t)
@@ -107,90 +102,5 @@ func waitUntil(t *testing.T, at time.Time) {
 	case <-time.After(time.Until(at)):
 	case <-t.Context().Done():
 		t.Fatal("test ended while waiting for the clock")
-	}
-}
-
-// busyKernel is a Jupyter kernel executing time.sleep(600).
-type busyKernel struct {
-	base, token, id string
-	hc              *http.Client
-}
-
-// startBusyKernel starts a kernel on the notebook at nb (its URL with
-// token), has it execute a long sleep through the kernel's websocket, as
-// a notebook page does, and waits until Jupyter says it is busy.
-func startBusyKernel(t *testing.T, nb *url.URL) *busyKernel {
-	t.Helper()
-	k := &busyKernel{base: "http://" + nb.Host, token: nb.Query().Get("token"), hc: &http.Client{Timeout: time.Minute}}
-	var created struct {
-		ID string `json:"id"`
-	}
-	k.call(t, http.MethodPost, "/api/kernels", `{"name":"python3"}`, &created)
-	k.id = created.ID
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+nb.Host+"/api/kernels/"+k.id+"/channels",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"token " + k.token}}})
-	if err != nil {
-		t.Fatalf("open kernel %s's channels: %v", k.id, err)
-	}
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	msg := map[string]any{
-		"header": map[string]any{"msg_id": "raystep-e2e-1", "username": "e2e", "session": "raystep-e2e", "msg_type": "execute_request",
-			"version": "5.3", "date": time.Now().UTC().Format(time.RFC3339)},
-		"parent_header": map[string]any{}, "metadata": map[string]any{}, "channel": "shell", "buffers": []any{},
-		"content": map[string]any{"code": "import time\ntime.sleep(600)", "silent": false, "store_history": false,
-			"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true},
-	}
-	b, _ := json.Marshal(msg)
-	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
-		t.Fatalf("execute on kernel %s: %v", k.id, err)
-	}
-	for {
-		var kernels []struct {
-			ID    string `json:"id"`
-			State string `json:"execution_state"`
-		}
-		k.call(t, http.MethodGet, "/api/kernels", "", &kernels)
-		for _, got := range kernels {
-			if got.ID == k.id && got.State == "busy" {
-				return k
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("kernel %s never became busy: %+v", k.id, kernels)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// interrupt stops the kernel's sleep.
-func (k *busyKernel) interrupt(t *testing.T) {
-	t.Helper()
-	k.call(t, http.MethodPost, "/api/kernels/"+k.id+"/interrupt", "", nil)
-}
-
-// call makes one Jupyter REST request with the token and decodes the
-// answer into out (when not nil).
-func (k *busyKernel) call(t *testing.T, method, path, body string, out any) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, k.base+path, bytes.NewReader([]byte(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "token "+k.token)
-	resp, err := k.hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %s", method, path, resp.Status)
-	}
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
 	}
 }
