@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/fleet"
-	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/runner/kuberay"
 )
 
 // TestIdleReleaseAndRestore: the built raystep's gc, alone and as the

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/raysubmit"
+	"github.com/raystep/raystep/runner"
 )
 
 // TestBinaryWorkerEvictedMidRun: the built raystep runs a step whose job
