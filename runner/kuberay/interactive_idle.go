@@ -284,28 +284,32 @@ func JudgeIdle(rc *rayv1.RayCluster, a notebook.Activity, now time.Time) IdleVer
 	if since.After(now) {
 		since = now
 	}
-	for_ := now.Sub(since).Round(time.Second)
+	idleFor := now.Sub(since).Round(time.Second)
 	v := IdleVerdict{Since: since}
 	switch {
-	case idle.Stop > 0 && for_ >= idle.Stop:
+	case idle.Stop > 0 && idleFor >= idle.Stop:
 		v.Stop = true
-		v.Reason = fmt.Sprintf("idle for %s (since %s), past --idle-stop %s", for_, since.UTC().Format(time.RFC3339), idle.Stop)
-	case idle.Release > 0 && for_ >= idle.Release && !Released(rc) && len(acceleratorGroups(rc)) > 0:
+		v.Reason = fmt.Sprintf("idle for %s (since %s), past --idle-stop %s", idleFor, since.UTC().Format(time.RFC3339), idle.Stop)
+	case idle.Release > 0 && idleFor >= idle.Release && !Released(rc) && len(acceleratorGroups(rc)) > 0:
 		v.Release = true
-		v.Reason = fmt.Sprintf("idle for %s (since %s), past --idle %s", for_, since.UTC().Format(time.RFC3339), idle.Release)
+		v.Reason = fmt.Sprintf("idle for %s (since %s), past --idle %s", idleFor, since.UTC().Format(time.RFC3339), idle.Release)
 	case Released(rc):
-		v.Reason = fmt.Sprintf("idle for %s, GPU workers released (raystep up %s brings them back)", for_, rc.Name)
+		v.Reason = fmt.Sprintf("idle for %s, GPU workers released (raystep up %s brings them back)", idleFor, rc.Name)
 	default:
-		v.Reason = fmt.Sprintf("idle for %s%s", for_, idleLeft(idle, for_))
+		v.Reason = fmt.Sprintf("idle for %s%s", idleFor, idleLeft(idle, idleFor, len(acceleratorGroups(rc)) > 0))
 	}
 	return v
 }
 
-// idleLeft says how long until idle acts, given the idleness so far.
-func idleLeft(idle fleet.Idle, so time.Duration) string {
+// idleLeft says how long until idle acts, given the idleness so far and
+// whether the cluster has GPU workers to release.
+func idleLeft(idle fleet.Idle, so time.Duration, gpus bool) string {
 	var parts []string
-	if idle.Release > 0 {
+	switch {
+	case idle.Release > 0 && gpus:
 		parts = append(parts, fmt.Sprintf("GPU workers released in %s", idle.Release-so))
+	case idle.Release > 0:
+		parts = append(parts, "no GPU workers to release")
 	}
 	if idle.Stop > 0 {
 		parts = append(parts, fmt.Sprintf("deleted in %s", idle.Stop-so))

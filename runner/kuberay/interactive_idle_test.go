@@ -66,7 +66,7 @@ func TestJudgeIdle(t *testing.T) {
 		{"released, idle on", released, notebook.Activity{Last: gcNow.Add(-time.Hour)}, false, false,
 			"idle for 1h0m0s, GPU workers released (raystep up released brings them back)"},
 		{"nothing to release", cpuOnly, notebook.Activity{Last: gcNow.Add(-time.Hour)}, false, false,
-			"idle for 1h0m0s: GPU workers released in -30m0s, deleted in 30m0s"},
+			"idle for 1h0m0s: no GPU workers to release, deleted in 30m0s"},
 		{"clock ahead", idleCluster("e"), notebook.Activity{Last: gcNow.Add(time.Hour)}, false, false,
 			"idle for 0s: GPU workers released in 30m0s, deleted in 1h30m0s"},
 	}
