@@ -72,7 +72,8 @@ but its notebook's is pending or running and no notebook kernel is busy
 notebook's last activity or the last up of it, whichever is latest. After
 --idle of that (default the profile's spec.interactive.idle, else off):
 on KubeRay, ` + "`raystep gc`" + ` (which the platform runs on a schedule) scales
-its GPU worker groups to zero, and ` + "`raystep up NAME`" + ` brings them back;
+its GPU worker groups to zero, and ` + "`raystep up NAME`" + ` (or a step that
+borrows the cluster) brings them back;
 locally, the head's supervisor stops the head. After --idle-stop the
 whole cluster is deleted (gc on KubeRay, the supervisor locally). Either
 must be shorter than --ttl, and --idle-stop longer than --idle; off

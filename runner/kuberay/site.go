@@ -608,6 +608,15 @@ func (s *Site) borrow(ctx context.Context, b *Backend, step *runner.Step, name s
 			return fmt.Errorf("run --cluster: %w", err)
 		}
 	}
+	if Released(rc) {
+		// A step needs the GPUs idle release gave back: it brings them
+		// back as up does, and Ray runs its tasks once they joined.
+		if _, _, err := i.Restore(ctx, rc, s.now()); err != nil {
+			return fmt.Errorf("run --cluster: %w", err)
+		}
+		step.Notices = append(step.Notices, fmt.Sprintf("interactive cluster %s/%s had given back its GPU workers while idle: "+
+			"the step brought them back (raystep up %s does too)", rc.Namespace, rc.Name, rc.Name))
+	}
 	b.Cluster = rc.Name
 	step.Shape = "interactive cluster " + rc.Namespace + "/" + rc.Name
 	step.GPUType, step.GPUCount = gpusOf(rc.Annotations[AnnotationGPUs])

@@ -28,8 +28,9 @@ import (
 // ServiceAccount of examples/k8s/gc.yaml (its CronJob), keeps the GPU
 // worker of an interactive cluster that runs a Ray job, releases it once
 // the cluster was idle for --idle (the worker pod is deleted, ls says so
-// and since when), `raystep up NAME` brings it back on the GPU pool, and a
-// later gc deletes the cluster once idle for --idle-stop.
+// and since when); a step borrowing the cluster (run --cluster) brings
+// it back on the GPU pool, and so, after the next release, does `raystep
+// up NAME`; a later gc deletes the cluster once idle for --idle-stop.
 //
 // The sandbox's clusters share one real Ray head, whose job list holds
 // every test's jobs; this cluster's dashboard port goes (by kwok) to a
@@ -101,6 +102,24 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	if table := mustRaystep(t, env, "ls", "-n", ns).stdout; !strings.Contains(table, " released ") {
 		t.Errorf("ls after release:\n%s\nwant GPUS released", table)
 	}
+
+	// A step borrowing the cluster brings the GPU worker back by itself.
+	step := newDagsterStep(t, buildRaystep(t), ns)
+	step.args = append(step.args, "--cluster", "idle-dev")
+	p := step.start(t)
+	if code := p.wait(t, 4*time.Minute); code != 0 || !strings.Contains(p.out.String(), "the step brought them back") {
+		t.Fatalf("run --cluster on the released cluster exited %d, want 0 saying it brought the GPU workers back:\n%s", code, p.out.String())
+	}
+	awaitWorkers(t, ns, "idle-dev", 1)
+	onGPUNode(t, ns, "idle-dev")
+
+	// Idle again: released again.
+	awaitClock(t, kuberayActiveAt(t, rayCluster(t, ns, "idle-dev")).Add(idle+time.Second))
+	gc = mustRaystep(t, gcEnv, "gc", "-n", ns)
+	if !strings.Contains(gc.stdout, "released 1 GPU worker(s) of RayCluster "+ns+"/idle-dev") {
+		t.Fatalf("gc once idle after the step said:\n%s\nwant it to release the GPU worker again", gc.stdout)
+	}
+	awaitWorkers(t, ns, "idle-dev", 0)
 
 	// up NAME brings the GPU worker back, and sets idle-stop.
 	up := mustRaystep(t, env, "up", "-n", ns, "--name", "idle-dev", "--owner", "alice", "--idle", "3s", "--idle-stop", "6s")
