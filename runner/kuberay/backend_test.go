@@ -184,6 +184,19 @@ func (f *fakes) initializing(t *testing.T, c *Cluster) {
 	f.awaitWatch(t, "pods")
 }
 
+// ready provisions a step's cluster and takes it through Initializing and
+// Waiting to Ready, as KubeRay does for a RayJob whose pods run.
+func (f *fakes) ready(t *testing.T) *Cluster {
+	t.Helper()
+	c := f.provision(t, request(0))
+	f.initializing(t, c)
+	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
+	if err := c.Ready(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (f *fakes) addPod(t *testing.T, c *Cluster, name, nodeType string, st corev1.PodStatus) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS,

@@ -180,12 +180,7 @@ func TestFailuresWhileRunning(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakes(t)
-			c := f.provision(t, request(0))
-			f.initializing(t, c)
-			f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
-			if err := c.Ready(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			c := f.ready(t)
 			tt.act(t, f, c)
 			want := ClusterError{Reason: tt.reason, Pod: tt.pod}
 			if tt.reason == "" {

@@ -180,12 +180,7 @@ func TestDisruptedPodIsAPreemption(t *testing.T) {
 func TestDisruptionDuringTeardownIsNotAPreemption(t *testing.T) {
 	t.Parallel()
 	f := newFakes(t)
-	c := f.provision(t, request(0))
-	f.initializing(t, c)
-	f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusWaiting, RayClusterName: c.name + "-abcde"})
-	if err := c.Ready(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	c := f.ready(t)
 	c.mon.markLeaving() // what Teardown does first
 	f.addPod(t, c, "pod-evicted", "worker", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}})
