@@ -313,8 +313,8 @@ spec:
 	}
 
 	code, out, errOut = e.raystep(t, "ls")
-	if fields := strings.Fields(out); code != 0 || len(fields) != 21 || strings.Join(fields[10:16], " ") != "life interactive tester - - ready" ||
-		fields[20] != rec.DashboardURL {
+	if fields := strings.Fields(out); code != 0 || len(fields) != 23 || strings.Join(fields[11:17], " ") != "life interactive tester - - ready" ||
+		fields[22] != rec.DashboardURL {
 		t.Errorf("ls: exit %d, want 0 and a table of life:\n%s%s", code, out, errOut)
 	}
 

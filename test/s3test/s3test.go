@@ -15,7 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +25,34 @@ import (
 type Server struct {
 	// Endpoint is its base URL, http://127.0.0.1:PORT.
 	Endpoint string
+	// creating serializes CreateBucket: moto checks a new bucket's name
+	// against every bucket while another request may be adding one, and
+	// two creations at once can fail with a 500 (seen under load).
+	creating sync.Mutex
+	// out is the end of the server's output, for a failure's message.
+	out *tail
+}
+
+// tail keeps the last 8 KiB written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, line...)
+	t.buf = append(t.buf, '\n')
+	if n := len(t.buf) - 8192; n > 0 {
+		t.buf = append(t.buf[:0], t.buf[n:]...)
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // Env is the environment a client of the server needs: credentials (the
@@ -46,6 +74,8 @@ func (s *Server) URL(bucket, prefix string) string {
 // CreateBucket makes bucket on the server.
 func (s *Server) CreateBucket(t testing.TB, bucket string) {
 	t.Helper()
+	s.creating.Lock()
+	defer s.creating.Unlock()
 	req, err := http.NewRequest(http.MethodPut, s.Endpoint+"/"+bucket, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +87,7 @@ func (s *Server) CreateBucket(t testing.TB, bucket string) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create bucket %s: %s\n%s", bucket, resp.Status, body)
+		t.Fatalf("create bucket %s: %s\n%s\nthe server's output ends:\n%s", bucket, resp.Status, body, s.out)
 	}
 }
 
@@ -98,7 +128,7 @@ func Start(t testing.TB) *Server {
 		<-done
 	})
 	found := make(chan string, 1)
-	var seen strings.Builder
+	seen := &tail{}
 	go func() {
 		defer close(done)
 		re := regexp.MustCompile(`Running on (http://127\.0\.0\.1:\d+)`)
@@ -106,8 +136,8 @@ func Start(t testing.TB) *Server {
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
-			} else if seen.Len() < 4096 {
-				seen.WriteString(sc.Text() + "\n")
+			} else {
+				seen.add(sc.Text())
 			}
 		}
 		_ = cmd.Wait()
@@ -116,7 +146,7 @@ func Start(t testing.TB) *Server {
 	defer cancel()
 	select {
 	case ep := <-found:
-		return &Server{Endpoint: ep}
+		return &Server{Endpoint: ep, out: seen}
 	case <-done:
 		t.Fatalf("%s exited before serving:\n%s", bin, seen.String())
 	case <-ctx.Done():
