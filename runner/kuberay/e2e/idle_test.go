@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,9 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // gc deletes it in the end; this is for a test that failed before
+		_ = i.Delete(context.WithoutCancel(t.Context()), ns, "idle-dev", upped.Cluster.UID)
+	})
 	if _, err := i.AwaitReady(t.Context(), upped.Cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +111,9 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	step := newDagsterStep(t, buildRaystep(t), ns)
 	step.args = append(step.args, "--cluster", "idle-dev")
 	p := step.start(t)
-	if code := p.wait(t, 4*time.Minute); code != 0 || !strings.Contains(p.out.String(), "the step brought them back") {
-		t.Fatalf("run --cluster on the released cluster exited %d, want 0 saying it brought the GPU workers back:\n%s", code, p.out.String())
+	code := p.wait(t, 4*time.Minute)
+	if msgs, err := os.ReadFile(step.messages); code != 0 || err != nil || !strings.Contains(string(msgs), "the step brought them back") {
+		t.Fatalf("run --cluster on the released cluster exited %d (%v), want 0 telling Dagster it brought the GPU workers back:\n%s", code, err, msgs)
 	}
 	awaitWorkers(t, ns, "idle-dev", 1)
 	onGPUNode(t, ns, "idle-dev")
@@ -165,7 +170,7 @@ func awaitClock(t *testing.T, at time.Time) {
 }
 
 // awaitWorkers waits, within a bound that only catches a hang, until the
-// cluster has n worker pods.
+// cluster has n worker pods, each running.
 func awaitWorkers(t *testing.T, ns, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -175,11 +180,17 @@ func awaitWorkers(t *testing.T, ns, name string, n int) {
 			client.MatchingLabels{"ray.io/cluster": name, "ray.io/node-type": "worker"}); err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) == n {
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if len(pods.Items) == n && running == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("RayCluster %s/%s has %d worker pods, want %d", ns, name, len(pods.Items), n)
+			t.Fatalf("RayCluster %s/%s has %d worker pods, %d running, want %d running", ns, name, len(pods.Items), running, n)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
