@@ -13,7 +13,8 @@ import (
 )
 
 // TestLocalIdleStop: the supervisor of a local head brought up with
-// --idle stops it once idle that long, with no raystep running: not while
+// --idle-stop (locally the same as --idle: the head is the only node)
+// stops it once idle that long, with no raystep running: not while
 // a Ray job runs on it, not while a notebook kernel executes code, and
 // once both are done, by itself; ls shows since when it is idle before,
 // and the head is gone after. The head's own end is what this proves, so
@@ -22,7 +23,7 @@ func TestLocalIdleStop(t *testing.T) {
 	t.Parallel()
 	e := newLocalEnv(t)
 	const idle = 4 * time.Second
-	rec := e.up(t, "idler", "--ttl", "10m", "--cpus", "1", "--idle", idle.String(), "--notebook")
+	rec := e.up(t, "idler", "--ttl", "10m", "--cpus", "1", "--idle-stop", idle.String(), "--notebook")
 	h := e.head(t, rec.SupervisorPid)
 	// The supervisor asks every quarter of --idle, at least every second:
 	// two of its looks after a moment have seen that moment.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +24,13 @@ import (
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/test/jupytertest"
 )
 
 // TestIdleReleaseAndRestore: the built raystep's gc, alone and as the
 // ServiceAccount of examples/k8s/gc.yaml (its CronJob), keeps the GPU
-// worker of an interactive cluster that runs a Ray job, releases it once
+// worker of an interactive cluster that runs a Ray job, and one whose
+// notebook kernel executes code, releases it once
 // the cluster was idle for --idle (the worker pod is deleted, ls says so
 // and since when); a step borrowing the cluster (run --cluster) brings
 // it back on the GPU pool, and so, after the next release, does `raystep
@@ -84,7 +87,17 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	}
 	onGPUNode(t, ns, "idle-dev")
 
-	// Idle: the job ended; once idle for --idle, one gc gives the GPU back.
+	// Busy: a notebook kernel executes code, through up --notebook's
+	// notebook, while the job ends.
+	nbEnv := append(interactiveEnv(t), "RAYSTEP_PROFILE="+notebookProfile(t))
+	takeNotebookPort(t, "idle-dev")
+	mustRaystep(t, nbEnv, "up", "-n", ns, "--name", "idle-dev", "--owner", "alice", "--notebook", "--idle", idle.String())
+	nb := startHolder(t, nbEnv, "notebook", "-n", ns, "idle-dev")
+	u, err := url.Parse(nb.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := jupytertest.StartBusy(t, u)
 	if _, err := ray.Stop(t.Context(), busy); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +106,17 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitClock(t, ended.Ended().Add(idle+time.Second))
+	gc = mustRaystep(t, gcEnv, "gc", "-n", ns)
+	if !strings.Contains(gc.stdout, "kept RayCluster "+ns+"/idle-dev") || !strings.Contains(gc.stdout, "in use: notebook kernel ") {
+		t.Errorf("gc while a notebook kernel executes said:\n%s\nwant it to keep the cluster, in use by the kernel", gc.stdout)
+	}
+	onGPUNode(t, ns, "idle-dev")
+
+	// Idle: the kernel was shut down; once idle for --idle, one gc gives
+	// the GPU back.
+	kernel.Shutdown(t)
+	nb.stop(t, syscall.SIGINT)
+	awaitClock(t, time.Now().Add(idle+2*time.Second))
 	gc = mustRaystep(t, gcEnv, "gc", "-n", ns)
 	if !strings.Contains(gc.stdout, "released 1 GPU worker(s) of RayCluster "+ns+"/idle-dev: idle for ") {
 		t.Fatalf("gc once idle said:\n%s\nwant it to release the GPU worker", gc.stdout)
