@@ -66,6 +66,11 @@ TEST_OUT ?= out/test
 # counts every head started meanwhile (test/suite).
 SUITE = $(GO) run ./test/suite -events $(TEST_OUT)/events --
 GO_TEST_TIMEOUT ?= 30m
+# GO_UNIT_TIMEOUT bounds each unit package, whose whole run takes under
+# five minutes under -race on a busy 2-core machine: a hung test fails
+# its package (naming the test, in the report's last lines) long before
+# the e2e packages' bound would.
+GO_UNIT_TIMEOUT ?= 10m
 
 # E2E_PKGS drive real components from outside: the built binary against
 # real Ray (test/e2e), the runner against a real API server and KubeRay
@@ -90,7 +95,7 @@ test-go: venv build k8s-bins
 	@mkdir -p $(TEST_OUT)
 	$(GO) vet ./...
 	@rc=0; set -o pipefail; \
-	$(GO) test -race -count=1 -timeout $(GO_TEST_TIMEOUT) -json $(UNIT_PKGS) | \
+	$(GO) test -race -count=1 -timeout $(GO_UNIT_TIMEOUT) -json $(UNIT_PKGS) | \
 		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-unit.json || rc=1; \
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) -json $(E2E_PKGS) | \
 		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-e2e.json || rc=1; \

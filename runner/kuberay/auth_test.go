@@ -210,7 +210,7 @@ func TestProvisionReattachForbiddenToReadSecret(t *testing.T) {
 	if cl == nil {
 		t.Fatal("Provision returned no cluster to tear down")
 	}
-	t.Cleanup(cl.(*Cluster).mon.stop)
+	t.Cleanup(func() { cl.(*Cluster).stopWatching(t) })
 	want := "re-attach to RayJob " + testNS + "/" + req.ID + ": its Ray token is in Secret " + testNS + "/" + AuthSecretName(req.ID) +
 		", which raystep may not read: grant get on secrets in namespace " + testNS
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "RAYSTEP_DASHBOARD_TOKEN") {
@@ -230,7 +230,7 @@ func TestProvisionRefusesSomeoneElsesSecret(t *testing.T) {
 	if cl == nil {
 		t.Fatal("Provision returned no cluster: the RayJob it created would stay")
 	}
-	t.Cleanup(cl.(*Cluster).mon.stop)
+	t.Cleanup(func() { cl.(*Cluster).stopWatching(t) })
 	if err == nil || !strings.Contains(err.Error(), "a Secret of that name exists and raystep did not create it for this RayJob") {
 		t.Fatalf("Provision error = %v, want a refusal of the Secret", err)
 	}

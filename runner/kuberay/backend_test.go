@@ -145,10 +145,28 @@ func (f *fakes) provision(t *testing.T, req runner.Step) *Cluster {
 		t.Fatalf("Provision: %v", err)
 	}
 	c := cl.(*Cluster)
-	t.Cleanup(c.mon.stop)
+	t.Cleanup(func() { c.stopWatching(t) })
+	f.awaitRayJobWatch(t, c)
+	return c
+}
+
+// awaitRayJobWatch waits until the cluster's RayJob watch has listed the
+// RayJob and is open: a change the fake tracker sees before that, such as
+// Teardown's delete, no watch would ever show.
+func (f *fakes) awaitRayJobWatch(t *testing.T, c *Cluster) {
+	t.Helper()
 	await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
 	f.awaitWatch(t, "rayjobs")
-	return c
+}
+
+// stopWatching stops what a test's cluster runs in the background when
+// the test did not tear it down: its watches and its heartbeat, which
+// would otherwise renew its Lease for the rest of the package's run.
+func (c *Cluster) stopWatching(t *testing.T) {
+	c.mon.stop()
+	if err := c.hb.stop(context.WithoutCancel(t.Context()), false); err != nil {
+		t.Errorf("stop the heartbeat: %v", err)
+	}
 }
 
 // await waits until cond holds for the cluster's view.

@@ -327,9 +327,11 @@ func TestForbiddenWatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := cl.(*Cluster)
-			t.Cleanup(c.mon.stop)
+			t.Cleanup(func() { c.stopWatching(t) })
+			if tt.resource != "rayjobs" {
+				f.awaitRayJobWatch(t, c)
+			}
 			if tt.resource == "pods" {
-				await(t, c, "RayJob watch synced", func(v view) bool { return v.jobSync && v.job != nil })
 				f.setStatus(t, c.name, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusInitializing, RayClusterName: c.name + "-abcde"})
 			}
 			want := map[string]string{"rayjobs": "watch RayJob ", "pods": "watch Pods of RayJob ", "events": "watch Events of RayJob "}[tt.resource] + c.Name()

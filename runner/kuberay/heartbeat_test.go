@@ -224,6 +224,9 @@ func TestHeartbeatForbidden(t *testing.T) {
 		if cl == nil {
 			t.Fatal("Provision returned no cluster to tear down")
 		}
+		c := cl.(*Cluster)
+		t.Cleanup(func() { c.stopWatching(t) })
+		f.awaitRayJobWatch(t, c)
 		if err := cl.Teardown(t.Context(), false); err != nil {
 			t.Fatal(err)
 		}

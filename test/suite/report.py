@@ -45,11 +45,17 @@ class Unit:
     heads: int = 0
     planes: int = 0
     tests: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # running is what go test's timeout panic listed as still running:
+    # "TestName (29m59s)", one per test.
+    running: list[str] = field(default_factory=list)
 
 
 def read_go(path: str, units: dict[str, Unit]) -> float:
     """Read go test -json events into units; return the wall time from first to last event."""
     first = last = ""
+    # timed_out: per package, None until its timeout panic, then the
+    # running tests it lists.
+    timed_out: dict[str, list[str] | None] = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if not line.startswith("{"):
@@ -60,16 +66,33 @@ def read_go(path: str, units: dict[str, Unit]) -> float:
                 continue
             if ev.get("Time"):
                 first, last = first or ev["Time"], ev["Time"]
-            action, pkg = ev.get("Action"), ev.get("Package")
+            action, pkg, test = ev.get("Action"), ev.get("Package"), ev.get("Test")
+            if action == "output" and pkg:
+                timed_out[pkg] = read_timeout(ev.get("Output", ""), timed_out.get(pkg))
+                continue
             if action not in ("pass", "fail", "skip") or not pkg:
                 continue
             unit = units.setdefault(pkg, Unit(pkg))
-            test = ev.get("Test")
+            if test is None and timed_out.get(pkg):
+                unit.running = list(timed_out[pkg] or [])
             if test is None:
                 unit.seconds, unit.result = float(ev.get("Elapsed") or 0), action
             else:
                 unit.tests[test] = (action, float(ev.get("Elapsed") or 0))
     return seconds_between(first, last)
+
+
+def read_timeout(line: str, running: list[str] | None) -> list[str] | None:
+    """Follow go test's timeout panic through a package's output lines.
+
+    It reads "panic: test timed out after 30m0s", "\trunning tests:", then
+    one "\t\tTestName (29m59s)" per test; running is None until the panic.
+    """
+    if line.startswith("panic: test timed out"):
+        return []
+    if running is not None and line.startswith("\t\t") and "(" in line:
+        running.append(line.strip())
+    return running
 
 
 def seconds_between(a: str, b: str) -> float:
@@ -247,9 +270,21 @@ def main() -> int:
             f"WARNING: this run took {total / 60:.1f} minutes, over the "
             f"{args.budget / 60:.0f} it may take; the slowest: {slow}"
         )
-    failed = [short(u.name) for u in units.values() if u.result == "fail"]
+    failed = [u for u in units.values() if u.result == "fail"]
     if failed:
-        print("failed: " + ", ".join(failed))
+        print("failed: " + ", ".join(short(u.name) or u.name for u in failed))
+    for u in failed:
+        if u.running:
+            print(
+                f"  {short(u.name) or u.name}: timed out while running {', '.join(u.running)}"
+            )
+        names = [
+            name
+            for name, (result, _) in u.tests.items()
+            if result == "fail" and "/" not in name
+        ]
+        if names:
+            print(f"  {short(u.name) or u.name}: {', '.join(sorted(names))} failed")
     return 0
 
 
