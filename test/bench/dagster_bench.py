@@ -13,7 +13,9 @@ alternating tools; the process first materializes once to warm up (imports, the 
 then measures one materialization: its wall time, the CPU time of the whole process tree
 meanwhile (the Dagster process, and every child it waited for: raystep, Ray's CLI), the
 peak RSS of its largest child, the job's own time as Ray reports it, and the log lines
-lost or repeated on the process's stdout.
+lost or repeated on the process's stdout. A last line gives Dagster's own CPU for a
+materialization, measured the same way on an asset that does nothing: what each tool adds is its
+row's CPU minus that.
 """
 
 import argparse
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DAGSTER_RAY = "dagster-ray[pipes]==0.4.8"
 MEASURED = "--- the measured materialization starts here ---"
 MEASURED_END = "--- the measured materialization ended ---"
+ALONE = "Dagster alone"
 
 
 def main() -> None:
@@ -67,6 +70,9 @@ def main() -> None:
                 samples[tool].append(run_child(python, tool, job, lines, a))
         for tool in tools:
             rows.append((job, tool, samples[tool]))
+    # What Dagster itself costs, to read the rows against: the same
+    # measurement of an asset that does nothing, in the same kind of process.
+    alone = [run_child(sys.executable, ALONE, "trivial", 0, a) for _ in range(a.n)]
     print(
         f"head {a.address}, {a.n} runs of each tool and job, each in a fresh warmed-up process; medians\n"
     )
@@ -82,6 +88,10 @@ def main() -> None:
             f"({ms(beyond[0])}–{ms(beyond[-1])}) | {ms(median(ss, 'cpu'))} | {ms(median(ss, 'children'))} "
             f"| {rss(ss)} | {max(int(s['lost']) for s in ss)} | {max(int(s['repeated']) for s in ss)} |"
         )
+    print(
+        f"\n{ALONE}, an asset that does nothing: CPU {ms(median(alone, 'cpu'))}; what a tool adds to a "
+        "trivial step is its row's CPU minus this."
+    )
 
 
 def median(ss: list[dict[str, float]], key: str) -> float:
@@ -146,7 +156,8 @@ def run_child(
                 f"{tool}, {lines} lines: exit {done.returncode}:\n{stderr.read_text()[-4000:]}"
             )
         r: dict[str, float] = json.loads(out.read_text())
-        r["job"] = job_time(a.address, str(r.pop("id")))
+        submission = r.pop("id")
+        r["job"] = job_time(a.address, str(submission)) if submission else 0.0
         measured = (
             stdout.read_bytes()
             .split(MEASURED.encode(), 1)[-1]
@@ -204,6 +215,16 @@ def child(a: argparse.Namespace) -> None:
             return {"raystep": RaystepResource(binary=binary, ray_address=a.address)}
 
         key = "raystep/submission_id"
+    elif a.child == ALONE:
+
+        @dg.asset
+        def bench(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+            return dg.MaterializeResult(metadata={"id": ""})
+
+        def resources(binary: str = "") -> dict[str, object]:
+            return {}
+
+        key = "id"
     else:
         from dagster_ray.core.pipes import PipesRayJobClient
 
