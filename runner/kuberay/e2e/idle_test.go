@@ -276,39 +276,18 @@ func jobsOf(t *testing.T, ln net.Listener, target, prefix string) {
 // gcFile is the scheduled gc's example: its Role and its CronJob.
 const gcFile = "../../../examples/k8s/gc.yaml"
 
+// gcRole is gcFile, granted to the ServiceAccount raystep-gc.
+var gcRole = roleFile{path: gcFile, as: func(ns string) *rest.Config {
+	cfg := rest.CopyConfig(shared.k8s.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-gc"}
+	return cfg
+}}
+
 // gcAccount applies gcFile's ServiceAccount, Role and RoleBinding in ns,
 // checks its CronJob with the API server (a dry-run create) and returns a
 // kubeconfig that impersonates the account.
 func gcAccount(t *testing.T, ns string) string {
 	t.Helper()
-	var granted permission
-	for _, obj := range rbacObjects(t, gcFile) {
-		obj.SetNamespace(ns)
-		if obj.GetKind() == "CronJob" {
-			if err := shared.k8s.Client.Create(t.Context(), obj, client.DryRunAll); err != nil {
-				t.Fatalf("%s: the API server refuses its CronJob: %v", gcFile, err)
-			}
-			continue
-		}
-		if subjects, ok := obj.Object["subjects"].([]any); ok {
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
-			}
-		}
-		if rules, ok := obj.Object["rules"].([]any); ok {
-			granted = firstPermission(rules)
-		}
-		if err := shared.k8s.Client.Create(t.Context(), obj); err != nil {
-			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		t.Cleanup(func() {
-			if err := client.IgnoreNotFound(shared.k8s.Client.Delete(context.Background(), obj)); err != nil {
-				t.Errorf("delete %s %s/%s: %v", obj.GetKind(), ns, obj.GetName(), err)
-			}
-		})
-	}
-	cfg := rest.CopyConfig(shared.k8s.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-gc"}
-	awaitAllowed(t, cfg, who(cfg), ns, granted)
-	return kubeconfigAs(t, cfg)
+	applyRBAC(t, gcRole, ns, func(rules []any) []any { return rules })
+	return kubeconfigAs(t, gcRole.as(ns))
 }
