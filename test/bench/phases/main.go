@@ -87,7 +87,16 @@ func startSandbox(ctx context.Context) (string, func() error, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command("go", "run", "./test/cluster/sandbox", "-audit", "-ui-addr", "", "-dir", dir)
+	// The sandbox is built, then run itself: under `go run`, the SIGINT
+	// that stops it also reaches the go command, which then exits 1 however
+	// the sandbox ended.
+	bin := filepath.Join(dir, "sandbox")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/cluster/sandbox")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", nil, errors.Join(fmt.Errorf("build the sandbox: %w", err), os.RemoveAll(dir))
+	}
+	cmd := exec.Command(bin, "-audit", "-ui-addr", "", "-dir", dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -98,7 +107,7 @@ func startSandbox(ctx context.Context) (string, func() error, error) {
 		return "", nil, err
 	}
 	stop := func() error {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) // go run and the sandbox it built
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) // the sandbox and what it started
 		werr := cmd.Wait()
 		return errors.Join(ignoreSignal(werr), os.RemoveAll(dir))
 	}
