@@ -73,9 +73,8 @@ def read_go(path: str, units: dict[str, Unit]) -> float:
             if action not in ("pass", "fail", "skip") or not pkg:
                 continue
             unit = units.setdefault(pkg, Unit(pkg))
-            if test is None and timed_out.get(pkg):
-                unit.running = list(timed_out[pkg] or [])
             if test is None:
+                unit.running = timed_out.get(pkg) or []
                 unit.seconds, unit.result = float(ev.get("Elapsed") or 0), action
             else:
                 unit.tests[test] = (action, float(ev.get("Elapsed") or 0))

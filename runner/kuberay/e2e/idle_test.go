@@ -277,11 +277,7 @@ func jobsOf(t *testing.T, ln net.Listener, target, prefix string) {
 const gcFile = "../../../examples/k8s/gc.yaml"
 
 // gcRole is gcFile, granted to the ServiceAccount raystep-gc.
-var gcRole = roleFile{path: gcFile, as: func(ns string) *rest.Config {
-	cfg := rest.CopyConfig(shared.k8s.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-gc"}
-	return cfg
-}}
+var gcRole = roleFile{path: gcFile, as: func(ns string) *rest.Config { return asAccount(ns, "raystep-gc") }}
 
 // gcAccount applies gcFile's ServiceAccount, Role and RoleBinding in ns,
 // checks its CronJob with the API server (a dry-run create) and returns a

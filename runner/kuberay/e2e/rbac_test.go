@@ -614,9 +614,12 @@ func awaitAllowed(t *testing.T, cfg *rest.Config, who, ns string, p permission) 
 }
 
 // asServiceAccount is the admin config impersonating ns/raystep.
-func asServiceAccount(ns string) *rest.Config {
+func asServiceAccount(ns string) *rest.Config { return asAccount(ns, "raystep") }
+
+// asAccount is the admin config impersonating the ServiceAccount ns/name.
+func asAccount(ns, name string) *rest.Config {
 	cfg := rest.CopyConfig(shared.k8s.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep"}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
 	return cfg
 }
 
