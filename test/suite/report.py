@@ -10,6 +10,8 @@ DIR/events (the lines test/suite's counting ray and test/cluster append: one per
 per control plane). The report gives wall time per Go package and for pytest, the N slowest
 tests, the Ray heads and control planes each started, and one line `head starts: N`; --names
 lists every test that ran, with its result, so a reader can check that nothing was dropped.
+Its last lines name the packages that failed and, for each failed test, the last lines it printed
+(its t.Error and t.Log, or pytest's failure): the tail of a CI log is often all a reader gets.
 --phases takes `name<TAB>seconds` lines (.ci/run's) and prints them first; with --budget, a
 run whose phases took longer says so and names the slowest packages.
 
@@ -48,6 +50,14 @@ class Unit:
     # running is what go test's timeout panic listed as still running:
     # "TestName (29m59s)", one per test.
     running: list[str] = field(default_factory=list)
+    # said is what each test printed (t.Log, t.Error, go's own lines), its
+    # last SAID lines, for the report's last lines when it failed.
+    said: dict[str, collections.deque[str]] = field(default_factory=dict)
+
+
+# SAID is how many of a failed test's last lines the report prints: the
+# tail of a CI log is often all that is kept of it.
+SAID = 12
 
 
 def read_go(path: str, units: dict[str, Unit]) -> float:
@@ -68,7 +78,11 @@ def read_go(path: str, units: dict[str, Unit]) -> float:
                 first, last = first or ev["Time"], ev["Time"]
             action, pkg, test = ev.get("Action"), ev.get("Package"), ev.get("Test")
             if action == "output" and pkg:
-                timed_out[pkg] = read_timeout(ev.get("Output", ""), timed_out.get(pkg))
+                text = ev.get("Output", "")
+                timed_out[pkg] = read_timeout(text, timed_out.get(pkg))
+                if test and text.strip() and not text.startswith(("=== ", "--- ")):
+                    unit = units.setdefault(pkg, Unit(pkg))
+                    unit.said.setdefault(test, collections.deque(maxlen=SAID)).append(text.rstrip())
                 continue
             if action not in ("pass", "fail", "skip") or not pkg:
                 continue
@@ -113,8 +127,12 @@ def read_junit(path: str, units: dict[str, Unit]) -> None:
             name = f"{case.get('classname', '')}::{case.get('name', '')}"
             result = "pass"
             for tag in ("failure", "error"):
-                if case.find(tag) is not None:
+                why = case.find(tag)
+                if why is not None:
                     result, failed = "fail", True
+                    text = (why.get("message") or "") + "\n" + (why.text or "")
+                    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+                    unit.said[name] = collections.deque(lines, maxlen=SAID)
             if case.find("skipped") is not None:
                 result = "skip"
             unit.tests[name] = (result, float(case.get("time") or 0))
@@ -284,7 +302,19 @@ def main() -> int:
         ]
         if names:
             print(f"  {short(u.name) or u.name}: {', '.join(sorted(names))} failed")
+        print_said(u)
     return 0
+
+
+def print_said(u: Unit) -> None:
+    """Print the last lines of each failed test with no failed subtest: why it failed."""
+    failed = [name for name, (result, _) in u.tests.items() if result == "fail"]
+    for name in sorted(failed):
+        if any(other.startswith(name + "/") for other in failed) or not u.said.get(name):
+            continue
+        print(f"  {name} said, at its end:")
+        for line in u.said[name]:
+            print("    " + line.strip()[:300])
 
 
 def print_phases(path: str, walls: dict[str, float]) -> float:
