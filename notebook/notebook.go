@@ -3,8 +3,8 @@
 // the backend.
 //
 // The server is a Ray job on the cluster's head, submitted through the
-// Jobs API under a submission id fixed per cluster (SubmissionID), that
-// runs JupyterLab or a bare Jupyter Server bound to the head's loopback on
+// Jobs API with metadata that names it the cluster's notebook (IsJob),
+// under a fresh submission id at each start, that runs JupyterLab or a bare Jupyter Server bound to the head's loopback on
 // the profile's port, with a random token. Being a job of the head, it
 // lives and dies with the cluster: expiry, `raystep down` and `raystep gc`
 // need nothing of their own for it. The token reaches the server in a file
@@ -59,8 +59,28 @@ func (s Server) URL(base string) string {
 	return strings.TrimSuffix(base, "/") + path + "?token=" + s.Token
 }
 
-// SubmissionID is the Ray submission id of the notebook job of cluster.
-func SubmissionID(cluster string) string { return "raystep-notebook-" + cluster }
+// Metadata of a notebook job: raystep.dev/kind is "notebook" and
+// raystep.dev/cluster names the cluster.
+const (
+	MetadataKind    = "raystep.dev/kind"
+	MetadataCluster = "raystep.dev/cluster"
+	kindNotebook    = "notebook"
+)
+
+// IsJob says whether j is a notebook job of cluster.
+func IsJob(j raysubmit.JobDetails, cluster string) bool {
+	return j.Metadata[MetadataKind] == kindNotebook && j.Metadata[MetadataCluster] == cluster
+}
+
+// newSubmissionID returns a submission id for a new notebook job of
+// cluster. Each start has one of its own: for a moment after a job ended,
+// Ray still watches its supervisor under its id, and would fail a new job
+// that reused it when that supervisor exits.
+func newSubmissionID(cluster string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "raystep-notebook-" + cluster + "-" + hex.EncodeToString(b[:])
+}
 
 // NewServer returns the server the profile describes, with a fresh random
 // token of 32 bytes.
@@ -110,28 +130,31 @@ type Starter struct {
 	HTTP *http.Client
 	// PollInterval is how often Await asks; zero means a second.
 	PollInterval time.Duration
+
+	// id is the submission id of the notebook job Start submitted or
+	// found, or Await found; empty before.
+	id string
 }
+
+// SubmissionID is the Ray submission id of the notebook job Start
+// submitted or found (empty before Start or Await).
+func (st *Starter) SubmissionID() string { return st.id }
 
 // ErrJobEnded is wrapped by Await's error when the notebook job ended
 // before its server answered (the head lacks Jupyter, the port is taken).
 var ErrJobEnded = errors.New("notebook job ended")
 
-// Start submits the notebook job serving s, unless it runs already (up
-// on a live cluster), which Start reports as false. A job of that id that
-// ended is deleted and submitted again.
+// Start submits the notebook job serving s, unless one runs already (up
+// on a live cluster), which Start reports as false. Jobs that ended stay
+// in Ray's list, as every job does.
 func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
-	id := SubmissionID(st.Cluster)
-	d, err := st.Ray.Get(ctx, id)
+	cur, err := st.Job(ctx)
 	switch {
-	case errors.Is(err, raysubmit.ErrNotFound):
+	case errors.Is(err, ErrNoJob):
 	case err != nil:
 		return false, fmt.Errorf("start the notebook: %w", err)
-	case !d.Status.Terminal():
+	case !cur.Status.Terminal():
 		return false, nil
-	default:
-		if _, err := st.Ray.Delete(ctx, id); err != nil {
-			return false, fmt.Errorf("start the notebook: delete its ended job: %w", err)
-		}
 	}
 	env := map[string]any{}
 	if st.TokenFile != "" {
@@ -146,12 +169,54 @@ func (st *Starter) Start(ctx context.Context, s Server) (bool, error) {
 	if len(st.Pip) > 0 {
 		env["pip"] = st.Pip
 	}
+	id := newSubmissionID(st.Cluster)
 	_, err = st.Ray.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: entrypoint(s, st.TokenFile == ""), SubmissionID: id, RuntimeEnv: env,
-		Metadata: map[string]string{"raystep.dev/kind": "notebook", "raystep.dev/cluster": st.Cluster}})
+		Metadata: map[string]string{MetadataKind: kindNotebook, MetadataCluster: st.Cluster}})
 	if err != nil {
 		return false, fmt.Errorf("start the notebook: %w", err)
 	}
+	st.id = id
 	return true, nil
+}
+
+// ErrNoJob is Job's error when the cluster has no notebook job.
+var ErrNoJob = errors.New("no notebook job")
+
+// Job returns the cluster's notebook job: the one pending or running,
+// else the last one submitted; ErrNoJob when there is none.
+func (st *Starter) Job(ctx context.Context) (*raysubmit.JobDetails, error) {
+	jobs, err := st.Ray.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find the notebook's job: %w", err)
+	}
+	var found *raysubmit.JobDetails
+	for i := range jobs {
+		j := &jobs[i]
+		if !IsJob(*j, st.Cluster) {
+			continue
+		}
+		if found == nil || (!j.Status.Terminal() && found.Status.Terminal()) ||
+			(j.Status.Terminal() == found.Status.Terminal() && j.StartTime > found.StartTime) {
+			found = j
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("cluster %s: %w", st.Cluster, ErrNoJob)
+	}
+	st.id = found.SubmissionID
+	return found, nil
+}
+
+// Running says whether the cluster's notebook job is pending or running.
+func (st *Starter) Running(ctx context.Context) (bool, error) {
+	j, err := st.Job(ctx)
+	if errors.Is(err, ErrNoJob) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !j.Status.Terminal(), nil
 }
 
 // uploadToken uploads a package that holds token alone, in the file
@@ -186,7 +251,12 @@ func (st *Starter) Await(ctx context.Context, base func(context.Context) (string
 	if every <= 0 {
 		every = time.Second
 	}
-	id := SubmissionID(st.Cluster)
+	if st.id == "" {
+		if _, err := st.Job(ctx); err != nil {
+			return fmt.Errorf("wait for the notebook: %w", err)
+		}
+	}
+	id := st.id
 	for {
 		at, err := base(ctx)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,15 +40,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port of 127.0.0.1 nothing listens on just now.
+// freePort returns a port of 127.0.0.1 nothing listens on just now. It
+// is above Ray's worker ports (10002-19999) and below the kernel's
+// ephemeral range (ip_local_port_range), from which every bind to port 0
+// and every outgoing connection of the busy suite takes a port: one from
+// there could be taken in the seconds before the notebook job binds it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &low)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		port := 0 // the kernel's choice, on a machine with no room below its range
+		if low > 20000 {
+			port = 20000 + rand.IntN(low-20000)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			defer ln.Close()
+			return ln.Addr().(*net.TCPAddr).Port
+		}
+	}
+	t.Fatal("no free port on 127.0.0.1 below the ephemeral range in 100 tries")
+	return 0
 }
 
 // TestLaunchOnRealHead starts the notebook job on a real token-authenticated
@@ -72,7 +88,11 @@ func TestLaunchOnRealHead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _, _ = ray.Stop(context.Background(), notebook.SubmissionID(cluster)) })
+			t.Cleanup(func() {
+				if j, err := (&notebook.Starter{Ray: ray, Cluster: cluster}).Job(context.Background()); err == nil {
+					_, _ = ray.Stop(context.Background(), j.SubmissionID)
+				}
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			if packaged {
@@ -90,7 +110,7 @@ func TestLaunchOnRealHead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			job, err := ray.Get(ctx, notebook.SubmissionID(cluster))
+			job, err := (&notebook.Starter{Ray: ray, Cluster: cluster}).Job(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,8 +19,8 @@ head and SIGHUP makes an earlier one count at once. Its notes go to stderr,
 which raystep points at a log file for a detached head.
 
 A detached head whose RECORD has "idleSeconds" also stops once idle that
-long: no Ray job but the notebook's ("raystep-notebook-" and the record's
-"name") pending or running on its dashboard ("dashboardURL", with the token
+long: no Ray job but the notebook's (metadata raystep.dev/kind "notebook"
+and raystep.dev/cluster the record's "name") pending or running on its dashboard ("dashboardURL", with the token
 in "tokenFile"), and no kernel busy on the notebook whose port and token
 TEMPDIR/raystep-notebook.json holds, counted from the latest of "created",
 "activeAt", the last job's end and the notebook's last activity. It asks
@@ -134,9 +134,9 @@ def activity(rec, temp_dir):
         token = f.read().decode().strip()
     auth = {"Authorization": "Bearer " + token, "X-Ray-Authorization": "Bearer " + token}
     busy, last = None, 0.0
-    notebook_job = "raystep-notebook-" + rec.get("name", "")
     for job in get_json(rec["dashboardURL"].rstrip("/") + "/api/jobs/", auth):
-        if job.get("submission_id") == notebook_job:
+        meta = job.get("metadata") or {}
+        if meta.get("raystep.dev/kind") == "notebook" and meta.get("raystep.dev/cluster") == rec.get("name"):
             continue
         if job.get("status") in ("PENDING", "RUNNING") and busy is None:
             busy = "Ray job %s is %s" % (job.get("submission_id") or job.get("job_id"), job.get("status"))

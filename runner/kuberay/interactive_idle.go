@@ -238,7 +238,7 @@ func JobActivity(ctx context.Context, c *raysubmit.Client, cluster string) (note
 	}
 	var a notebook.Activity
 	for _, j := range jobs {
-		if j.SubmissionID == notebook.SubmissionID(cluster) {
+		if notebook.IsJob(j, cluster) {
 			continue
 		}
 		id := j.SubmissionID

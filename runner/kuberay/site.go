@@ -497,7 +497,7 @@ func (s *Site) upNotebook(ctx context.Context, r *reached, profile *schemas.Prof
 		return fmt.Errorf("up --notebook: %w (the cluster stays: raystep down %s deletes it)", err, r.rc.Name)
 	}
 	if started {
-		fmt.Fprintf(s.Err, "notebook job %s submitted: waiting until it answers\n", notebook.SubmissionID(r.rc.Name))
+		fmt.Fprintf(s.Err, "notebook job %s submitted: waiting until it answers\n", st.SubmissionID())
 	}
 	rf := &reforward{r: r, remote: uint16(nb.Port)}
 	wctx, cancel := context.WithTimeout(ctx, notebookWait)

@@ -315,10 +315,25 @@ func (s *Site) upNotebook(ctx context.Context, in Interactive, profile *schemas.
 	if err == nil {
 		err = notebook.WriteToken(st.TokenFile, nb.Token)
 	}
+	// A port free when it was chosen may be another program's by now (a
+	// notebook job that ended let it go), and Jupyter would fail on it on
+	// every later up: a notebook that does not run moves to a free port.
+	if err == nil && !loopbackPortFree(nb.Port) {
+		var running bool
+		if running, err = st.Running(ctx); err == nil && !running {
+			taken := nb.Port
+			if nb.Port, err = freeLoopbackPort(); err == nil {
+				err = notebook.WriteFile(path, nb)
+			}
+			if err == nil {
+				fmt.Fprintf(s.Err, "notebook: port %d is taken by another program: the notebook moves to port %d\n", taken, nb.Port)
+			}
+		}
+	}
 	if err == nil {
 		var started bool
 		if started, err = st.Start(ctx, nb); err == nil && started {
-			fmt.Fprintf(s.Err, "notebook job %s submitted: waiting until it answers\n", notebook.SubmissionID(in.Name))
+			fmt.Fprintf(s.Err, "notebook job %s submitted: waiting until it answers\n", st.SubmissionID())
 		}
 	}
 	if err == nil {
@@ -405,6 +420,16 @@ func ReadToken(path string) (string, error) {
 
 func loopbackURL(port int) string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// loopbackPortFree says whether nothing listens on port of 127.0.0.1.
+func loopbackPortFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 // freeLoopbackPort is a port of 127.0.0.1 that nothing listens on now.

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,7 +47,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	ns := namespace(t, "e2e-idle")
 	env := interactiveEnv(t)
 	gcEnv := append(interactiveEnv(t), "KUBECONFIG="+gcAccount(t, ns))
-	jobsOf(t, shared.idleDashboard, shared.head.DashboardURL(), ns)
+	jobsOf(t, shared.idleDashboard, shared.head.DashboardURL(), ns, "raystep-notebook-idle-dev-")
 
 	s := spec(t, "metadata.name=idle-dev", "metadata.owner=alice")
 	rc, err := kuberay.BuildCluster(s, shared.profile, ns, time.Now().Add(time.Hour))
@@ -231,9 +232,9 @@ func lsOnly(t *testing.T, env []string, ns string) fleet.Record {
 }
 
 // jobsOf serves, on ln until the test ends, the Ray dashboard at target
-// with its job list cut to the jobs whose submission id starts with
-// prefix.
-func jobsOf(t *testing.T, ln net.Listener, target, prefix string) {
+// with its job list cut to the jobs whose submission id starts with one
+// of prefixes.
+func jobsOf(t *testing.T, ln net.Listener, target string, prefixes ...string) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -255,7 +256,8 @@ func jobsOf(t *testing.T, ln net.Listener, target, prefix string) {
 		}
 		mine := []map[string]any{}
 		for _, j := range jobs {
-			if id, _ := j["submission_id"].(string); strings.HasPrefix(id, prefix) {
+			id, _ := j["submission_id"].(string)
+			if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(id, p) }) {
 				mine = append(mine, j)
 			}
 		}

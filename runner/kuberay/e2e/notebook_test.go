@@ -69,9 +69,13 @@ func takeNotebookPort(t *testing.T, cluster string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, _ = ray.Stop(ctx, notebook.SubmissionID(cluster))
-		_, _ = ray.Wait(ctx, notebook.SubmissionID(cluster))
-		_, _ = ray.Delete(ctx, notebook.SubmissionID(cluster))
+		j, err := (&notebook.Starter{Ray: ray, Cluster: cluster}).Job(ctx)
+		if err != nil {
+			return
+		}
+		_, _ = ray.Stop(ctx, j.SubmissionID)
+		_, _ = ray.Wait(ctx, j.SubmissionID)
+		_, _ = ray.Delete(ctx, j.SubmissionID)
 	})
 }
 
@@ -209,7 +213,7 @@ func TestNotebookAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := ray.Get(t.Context(), notebook.SubmissionID(name))
+	job, err := (&notebook.Starter{Ray: ray, Cluster: name}).Job(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
