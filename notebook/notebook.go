@@ -4,8 +4,9 @@
 //
 // The server is a Ray job on the cluster's head, submitted through the
 // Jobs API with metadata that names it the cluster's notebook (IsJob),
-// under a fresh submission id at each start, that runs JupyterLab or a bare Jupyter Server bound to the head's loopback on
-// the profile's port, with a random token. Being a job of the head, it
+// under a fresh submission id at each start, that runs JupyterLab or a
+// bare Jupyter Server bound to the head's loopback on the profile's port,
+// with a random token. Being a job of the head, it
 // lives and dies with the cluster: expiry, `raystep down` and `raystep gc`
 // need nothing of their own for it. The token reaches the server in a file
 // on the head that the job's environment names (JUPYTER_TOKEN_FILE), never
