@@ -6,12 +6,12 @@
 // Jobs API with metadata that names it the cluster's notebook (IsJob),
 // under a fresh submission id at each start, that runs JupyterLab or a
 // bare Jupyter Server bound to the head's loopback on the profile's port,
-// with a random token. Being a job of the head, it
-// lives and dies with the cluster: expiry, `raystep down` and `raystep gc`
-// need nothing of their own for it. The token reaches the server in a file
-// on the head that the job's environment names (JUPYTER_TOKEN_FILE), never
-// on a command line nor in the job's runtime_env, which the Jobs API, the
-// state API and the dashboard show to whoever reads the cluster's jobs.
+// with a random token. Being a job of the head, it lives and dies with
+// the cluster: expiry, `raystep down` and `raystep gc` need nothing of
+// their own for it. The token reaches the server in a file on the head
+// that the job's environment names (JUPYTER_TOKEN_FILE), never on a
+// command line nor in the job's runtime_env, which the Jobs API, the state
+// API and the dashboard show to whoever reads the cluster's jobs.
 // On a head that shares this machine's file system (the local backend)
 // raystep writes that file itself (Starter.TokenFile); elsewhere the file
 // travels as the job's working_dir package, which Ray keeps in the
