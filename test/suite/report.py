@@ -82,7 +82,9 @@ def read_go(path: str, units: dict[str, Unit]) -> float:
                 timed_out[pkg] = read_timeout(text, timed_out.get(pkg))
                 if test and text.strip() and not text.startswith(("=== ", "--- ")):
                     unit = units.setdefault(pkg, Unit(pkg))
-                    unit.said.setdefault(test, collections.deque(maxlen=SAID)).append(text.rstrip())
+                    unit.said.setdefault(test, collections.deque(maxlen=SAID)).append(
+                        text.rstrip()
+                    )
                 continue
             if action not in ("pass", "fail", "skip") or not pkg:
                 continue
@@ -131,7 +133,9 @@ def read_junit(path: str, units: dict[str, Unit]) -> None:
                 if why is not None:
                     result, failed = "fail", True
                     text = (why.get("message") or "") + "\n" + (why.text or "")
-                    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+                    lines = [
+                        line.rstrip() for line in text.splitlines() if line.strip()
+                    ]
                     unit.said[name] = collections.deque(lines, maxlen=SAID)
             if case.find("skipped") is not None:
                 result = "skip"
@@ -310,7 +314,9 @@ def print_said(u: Unit) -> None:
     """Print the last lines of each failed test with no failed subtest: why it failed."""
     failed = [name for name, (result, _) in u.tests.items() if result == "fail"]
     for name in sorted(failed):
-        if any(other.startswith(name + "/") for other in failed) or not u.said.get(name):
+        if any(other.startswith(name + "/") for other in failed) or not u.said.get(
+            name
+        ):
             continue
         print(f"  {name} said, at its end:")
         for line in u.said[name]:
