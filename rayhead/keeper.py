@@ -21,9 +21,10 @@ which raystep points at a log file for a detached head.
 A detached head whose RECORD has "idleSeconds" also stops once idle that
 long: no Ray job but the notebook's (metadata raystep.dev/kind "notebook"
 and raystep.dev/cluster the record's "name") pending or running on its
-dashboard ("dashboardURL", with the token in "tokenFile"), and no kernel busy on the notebook whose port and token
-TEMPDIR/raystep-notebook.json holds, counted from the latest of "created",
-"activeAt", the last job's end and the notebook's last activity. It asks
+dashboard ("dashboardURL", with the token in "tokenFile"), and no kernel
+busy on the notebook whose port and token TEMPDIR/raystep-notebook.json
+holds, counted from the latest of "created", "activeAt", the last job's
+end and the notebook's last activity. It asks
 every quarter of that (1 to 30 seconds), keeps since when the head is idle
 in TEMPDIR/raystep-idle.json for `raystep ls`, and counts a head it cannot
 ask as in use.
