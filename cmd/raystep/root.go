@@ -108,9 +108,14 @@ logs and metrics to Dagster and tears the cluster down.`,
 // subcommand after parsing its flags and checking its arguments.
 func (a *app) begin(cmd *cobra.Command, _ []string) {
 	a.started = true
-	if briefCommands[cmd.Name()] {
+	switch {
+	case briefCommands[cmd.Name()]:
 		quickstart.Brief(briefMemoryLimit)
-	} else {
+	case cmd.Name() == "run":
+		// One process per step, alive as long as its job: its memory is
+		// what counts (see quickstart.Lean).
+		quickstart.Lean(stepGCPercent)
+	default:
 		quickstart.Done()
 	}
 	if servingCommands[cmd.Name()] {
@@ -129,6 +134,10 @@ var briefCommands = map[string]bool{"validate": true, "render": true, "schema": 
 
 // briefMemoryLimit is the heap at which a brief command collects garbage.
 const briefMemoryLimit = 64 << 20
+
+// stepGCPercent is the collector's percentage in `raystep run` when GOGC
+// is unset.
+const stepGCPercent = 50
 
 // profile loads the platform profile named by --profile, RAYSTEP_PROFILE or
 // nothing (the built-in one).

@@ -9,8 +9,10 @@
 // raystep calls Brief for a command that ends at once (the collector stays
 // off, but a soft memory limit brings it back should the command allocate
 // more than a little, as a hostile spec may) or Done for any other (the
-// collector as GOGC and GOMEMLIMIT set it). Should neither be called, the
-// collector is back to normal after two seconds anyway.
+// collector as GOGC and GOMEMLIMIT set it), or Lean for a command that
+// follows a job for as long as it runs (the collector at a lower
+// percentage than Go's default, unless GOGC says otherwise). Should none
+// be called, the collector is back to normal after two seconds anyway.
 //
 // The same init runs the process on one processor (GOMAXPROCS=1) unless
 // GOMAXPROCS says otherwise. raystep's commands wait on the network and on
@@ -32,6 +34,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +46,13 @@ var (
 	memoryLimit = debug.SetMemoryLimit(-1)
 )
 
+// steady is the collector's percentage once start-up is over: GOGC's,
+// unless Lean chose another.
+var steady atomic.Int64
+
+// gcSet is whether GOGC was given; then Lean leaves the percentage alone.
+var gcSet = os.Getenv("GOGC") != ""
+
 // safetyNet turns the collector back on by itself should a program that
 // links this package never call Done (a test binary, say), and ends a
 // Brief command's exemption if it runs longer than its name says.
@@ -52,6 +62,7 @@ const safetyNet = 2 * time.Second
 var processorsSet = os.Getenv("GOMAXPROCS") != ""
 
 func init() {
+	steady.Store(int64(gcPercent))
 	time.AfterFunc(safetyNet, Done)
 	if !processorsSet {
 		runtime.GOMAXPROCS(1)
@@ -66,11 +77,27 @@ func Parallel() {
 	}
 }
 
-// Done turns the garbage collector back on as GOGC and GOMEMLIMIT set it.
-// Calling it again does no harm.
+// Done turns the garbage collector back on as GOGC and GOMEMLIMIT set it
+// (or as Lean chose). Calling it again does no harm.
 func Done() {
 	debug.SetMemoryLimit(memoryLimit)
-	debug.SetGCPercent(gcPercent)
+	debug.SetGCPercent(int(steady.Load()))
+}
+
+// Lean is Done for a command that follows one job for as long as it runs,
+// one process per step beside many others: the collector runs when the
+// heap has grown by percent of what was live after the last collection,
+// instead of GOGC's 100, unless GOGC was given. Such a command's live heap
+// is small (about 3 MiB, nearly all of it the tables the linked packages
+// build at init) and what it allocates is short-lived (log lines on their
+// way through), so a collection costs well under a millisecond, while the
+// heap it may grow to is what a step costs the machine in memory: at 50,
+// about 2.5 MiB less at the peak of a 200,000-line log (test/bench).
+func Lean(percent int) {
+	if !gcSet {
+		steady.Store(int64(percent))
+	}
+	Done()
 }
 
 // Brief keeps the collector off for a command that ends at once, with a

@@ -53,3 +53,35 @@ func TestOneProcessorThenParallel(t *testing.T) {
 		}
 	}
 }
+
+// TestLean: Lean sets the collector's percentage when GOGC is unset, and
+// a later Done (the safety net's) keeps it instead of going back to 100.
+func TestLean(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set; the test checks the defaults")
+	}
+	t.Cleanup(func() { steady.Store(int64(gcPercent)); Done() })
+	Lean(50)
+	if got := debug.SetGCPercent(-1); got != 50 {
+		t.Errorf("after Lean(50) the collector is at %d%%, want 50", got)
+	}
+	Done()
+	if got := debug.SetGCPercent(-1); got != 50 {
+		t.Errorf("a Done after Lean(50) put the collector at %d%%, want 50", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("after Lean the memory limit is %d, want none", got)
+	}
+	Done()
+}
+
+// TestLeanLeavesGOGC: with GOGC given, Lean keeps GOGC's percentage.
+func TestLeanLeavesGOGC(t *testing.T) {
+	was := gcSet
+	gcSet = true
+	t.Cleanup(func() { gcSet = was; steady.Store(int64(gcPercent)); Done() })
+	Lean(50)
+	if got := debug.SetGCPercent(-1); got != gcPercent {
+		t.Errorf("with GOGC given, Lean(50) put the collector at %d%%, want GOGC's %d", got, gcPercent)
+	}
+}
