@@ -109,12 +109,10 @@ logs and metrics to Dagster and tears the cluster down.`,
 func (a *app) begin(cmd *cobra.Command, _ []string) {
 	a.started = true
 	switch {
-	case briefCommands[cmd.Name()]:
+	case briefCommands[cmd.Name()], cmd.Name() == "run":
+		// run validates as validate does, then runStep calls
+		// quickstart.Lean once the step is prepared.
 		quickstart.Brief(briefMemoryLimit)
-	case cmd.Name() == "run":
-		// One process per step, alive as long as its job: its memory is
-		// what counts (see quickstart.Lean).
-		quickstart.Lean(stepGCPercent)
 	default:
 		quickstart.Done()
 	}
@@ -136,7 +134,11 @@ var briefCommands = map[string]bool{"validate": true, "render": true, "schema": 
 const briefMemoryLimit = 64 << 20
 
 // stepGCPercent is the collector's percentage in `raystep run` when GOGC
-// is unset.
+// is unset, from the moment its step is prepared (spec and profile
+// validated): one process per step, alive as long as its job, so its
+// memory is what counts (see quickstart.Lean). Turning the collector on
+// only then lets its first collection also sweep what validation
+// allocated, so a short step needs one collection, not two.
 const stepGCPercent = 50
 
 // profile loads the platform profile named by --profile, RAYSTEP_PROFILE or

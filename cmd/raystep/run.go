@@ -12,6 +12,7 @@ import (
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/internal/quickstart"
 	"github.com/raystep/raystep/progress"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
@@ -130,6 +131,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	if err != nil {
 		return a.closeSession(sess, err)
 	}
+	quickstart.Lean(stepGCPercent)
 	step, backend := p.step, p.backend
 	r := &runner.Runner{
 		Backend:         backend,
