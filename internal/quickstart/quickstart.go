@@ -9,10 +9,11 @@
 // raystep calls Brief for a command that ends at once (the collector stays
 // off, but a soft memory limit brings it back should the command allocate
 // more than a little, as a hostile spec may) or Done for any other (the
-// collector as GOGC and GOMEMLIMIT set it), or Lean for a command that
-// follows a job for as long as it runs (the collector at a lower
-// percentage than Go's default, unless GOGC says otherwise). Should none
-// be called, the collector is back to normal after two seconds anyway.
+// collector as GOGC and GOMEMLIMIT set it). A command that follows a job
+// for as long as it runs calls Brief while it validates, then Lean (the
+// collector at a lower percentage than Go's default, unless GOGC says
+// otherwise). Should none be called, the collector is back to normal
+// after two seconds anyway.
 //
 // The same init runs the process on one processor (GOMAXPROCS=1) unless
 // GOMAXPROCS says otherwise. raystep's commands wait on the network and on
