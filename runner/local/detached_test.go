@@ -56,8 +56,12 @@ func TestDetachedHeadOutlivesItsStarterAndStopsAtItsExpiry(t *testing.T) {
 		if got.Expires.Before(before.Add(ttl).Add(-time.Second)) || got.Expires.After(time.Now().Add(ttl)) {
 			t.Errorf("Up --ttl %s at %v: expires %v", ttl, before, got.Expires)
 		}
+		// An up counts as activity: it moves ActiveAt to its own second.
+		if got.ActiveAt.Before(before.Truncate(time.Second)) || got.ActiveAt.After(time.Now()) {
+			t.Errorf("Up --ttl %s at %v: active at %v", ttl, before, got.ActiveAt)
+		}
 		want := in
-		want.Expires = got.Expires
+		want.Expires, want.ActiveAt = got.Expires, got.ActiveAt
 		if diff := cmp.Diff(want, only(t, c)); diff != "" {
 			t.Errorf("the record after Up --ttl %s (-want +got):\n%s", ttl, diff)
 		}
