@@ -199,7 +199,7 @@ func TestClusterPageLocalHead(t *testing.T) {
 		// land between the job's lines: the job's two lines are checked in
 		// order, not side by side.
 		resp, body := fetch(t, l.url+l.page+"jobs/"+id+"/logs.txt", plantedToken, secrets)
-		first, second := strings.Index("\n"+body+"\n", "\nfirst line\n"), strings.Index("\n"+body+"\n", "\nsecond line\n")
+		first, second := lineIndex(body, "first line"), lineIndex(body, "second line")
 		if resp.StatusCode != http.StatusOK || first < 0 || second < first ||
 			!strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") {
 			t.Errorf("logs.txt: %s %q\n%s", resp.Status, resp.Header.Get("Content-Disposition"), body)
@@ -298,6 +298,9 @@ func appendLines(t *testing.T, text *strings.Builder, e event) bool {
 }
 
 // hasLine reports whether text has the line line.
-func hasLine(text, line string) bool {
-	return strings.Contains("\n"+text+"\n", "\n"+line+"\n")
+func hasLine(text, line string) bool { return lineIndex(text, line) >= 0 }
+
+// lineIndex is where text has the line line first, -1 when nowhere.
+func lineIndex(text, line string) int {
+	return strings.Index("\n"+text+"\n", "\n"+line+"\n")
 }
