@@ -133,10 +133,11 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 }
 
 // Teardown stops the dashboard port-forward and the heartbeat and, unless
-// keep, deletes the RayJob (foreground: the garbage collector removes its
-// RayCluster, pods, heartbeat Lease and Kueue Workload) and waits by watch
-// until the RayJob, its RayCluster, its pods and its Workload are gone,
-// within ctx. The delete is issued even when ctx is already
+// keep, deletes the RayJob (in the background, see deleteRayJobOptions:
+// once KubeRay has let it go, the garbage collector removes its
+// RayCluster, pods, token Secret, heartbeat Lease and Kueue Workload) and
+// waits by watch until the RayJob, its RayCluster, its pods and its
+// Workload are gone, within ctx. The delete is issued even when ctx is already
 // cancelled. A kept RayJob stays for debugging: KubeRay deletes its
 // RayCluster ttlSecondsAfterFinished after the job ends (or after a
 // deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
@@ -156,20 +157,15 @@ func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
 	return c.awaitGone(ctx)
 }
 
-// delete deletes the RayJob in the foreground, on a fresh short context
-// when ctx is already done. A RayJob already gone is fine.
+// delete deletes the RayJob (deleteRayJobOptions), on a fresh short
+// context when ctx is already done. A RayJob already gone is fine.
 func (c *Cluster) delete(ctx context.Context) error {
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), deleteGrace)
 		defer cancel()
 	}
-	fg := metav1.DeletePropagationForeground
-	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
-	if c.uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &c.uid}
-	}
-	err := c.b.Ray.RayV1().RayJobs(c.ns).Delete(ctx, c.name, opts)
+	err := c.b.Ray.RayV1().RayJobs(c.ns).Delete(ctx, c.name, deleteRayJobOptions(c.uid))
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
@@ -177,6 +173,25 @@ func (c *Cluster) delete(ctx context.Context) error {
 		return fmt.Errorf("delete RayJob %s: it was replaced by another object of the same name: %w", c.Name(), err)
 	}
 	return fmt.Errorf("delete RayJob %s: %w", c.Name(), err)
+}
+
+// deleteRayJobOptions deletes the RayJob of UID uid (any, when empty) in
+// the background: the RayJob goes first, then the garbage collector
+// deletes what it owns. Not in the foreground, which deletes the owned
+// objects first: KubeRay holds a deleted RayJob by its finalizer until it
+// has asked the dashboard to stop the Ray job, and when the job has not
+// ended yet it builds that dashboard client from the token Secret, which
+// this RayJob owns. Deleted first, the Secret is not there to read, and
+// KubeRay keeps failing and keeps the RayJob until its RayCluster is gone;
+// if the collector had not yet seen the RayCluster (a busy API server),
+// it deletes the Secret alone and nothing ever deletes the RayCluster.
+func deleteRayJobOptions(uid types.UID) metav1.DeleteOptions {
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	return opts
 }
 
 // awaitGone waits until the watches see the RayJob, its pods and its Kueue

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,11 +191,40 @@ func namespace(t *testing.T, name string) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			componentLog(t, name)
+		}
 		// Namespaces are never finalized here (no namespace controller):
 		// the test checks its own leftovers instead.
 		_ = shared.k8s.Client.Delete(context.Background(), ns)
 	})
 	return name
+}
+
+// componentLog logs the last lines of each component's log (the KubeRay
+// operator, the controller manager's garbage collector, kwok...) that
+// name namespace ns, so that a failed test shows what the components did
+// with its objects.
+func componentLog(t *testing.T, ns string) {
+	const keep, width = 12, 400
+	for _, f := range shared.k8s.LogFiles() {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for l := range strings.SplitSeq(string(data), "\n") {
+			if strings.Contains(l, ns+"/") || strings.Contains(l, `"namespace":"`+ns+`"`) || strings.Contains(l, `namespace="`+ns+`"`) {
+				lines = append(lines, l[:min(len(l), width)])
+			}
+		}
+		if len(lines) > keep {
+			lines = lines[len(lines)-keep:]
+		}
+		if len(lines) > 0 {
+			t.Logf("%s, its last lines on %s:\n%s", filepath.Base(f), ns, strings.Join(lines, "\n"))
+		}
+	}
 }
 
 // spec loads testdata/step.yaml with overrides.
