@@ -28,7 +28,8 @@ import (
 // itself, right after the RayJob and owned by it (the garbage collector
 // deletes it with the RayJob), with a fresh 256-bit random token, or
 // RAYSTEP_DASHBOARD_TOKEN when the platform fixes one, and sends the
-// same token with its own dashboard requests. So raystep only ever
+// same token with its own dashboard requests; a Secret deleted while the
+// step runs it makes again before teardown (restoreSecret). So raystep only ever
 // creates Secrets, and never reads one, except when a restarted step
 // re-attaches to a RayJob whose Secret a killed attempt created: then the
 // token is only in that Secret, and raystep reads it (get on secrets) or,
@@ -108,8 +109,31 @@ func (c *Cluster) authorize(ctx context.Context, job *rayv1.RayJob, attached boo
 	default:
 		return fmt.Errorf("create token Secret %s/%s for RayJob %s: %w", job.Namespace, secret.Name, c.Name(), err)
 	}
-	c.token, c.secret = token, secret.Name
+	secret.Data = map[string][]byte{AuthTokenKey: []byte(token)}
+	c.token, c.secret, c.secretMade = token, secret.Name, secret
 	return nil
+}
+
+// restoreSecret makes the token Secret again, before teardown deletes the
+// RayJob, if something deleted it while the step ran. KubeRay lets a
+// deleted RayJob whose Ray job has not ended go only once it has asked the
+// dashboard to stop that job, with a client it builds from this Secret;
+// without the Secret it fails, and keeps the RayJob, its RayCluster and
+// their pods (see deleteRayJobOptions). A Secret still there, the usual
+// case, is left as it is; no other error stops the teardown, nor does a
+// teardown already cancelled by a second signal wait for this.
+func (c *Cluster) restoreSecret(ctx context.Context) {
+	if c.secretMade == nil || ctx.Err() != nil {
+		return
+	}
+	_, err := c.b.Kube.CoreV1().Secrets(c.ns).Create(ctx, c.secretMade.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s was deleted while the step ran; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret, c.Name()))
+	case apierrors.IsAlreadyExists(err):
+	default:
+		c.b.Notify.warn(fmt.Sprintf("could not check the token Secret %s/%s before deleting RayJob %s (%v); if it is gone, KubeRay keeps the RayJob", c.ns, c.secret, c.Name(), err))
+	}
 }
 
 // checkToken asks the dashboard for Ray's version with the token, so

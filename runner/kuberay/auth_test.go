@@ -293,3 +293,51 @@ func TestCheckTokenLeavesOtherFailuresToTheJobsClient(t *testing.T) {
 		t.Errorf("the token check connected %d times, want once", n)
 	}
 }
+
+// TestTeardownRestoresDeletedTokenSecret: a token Secret deleted while
+// the step ran is made again, with the step's token and owner, before the
+// RayJob is deleted (KubeRay needs it to let the RayJob go), and the step
+// says so; a Secret still there is left alone, without a word.
+func TestTeardownRestoresDeletedTokenSecret(t *testing.T) {
+	t.Parallel()
+	for _, deleted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "deleted", false: "there"}[deleted], func(t *testing.T) {
+			t.Parallel()
+			f := tokenFakes(t, "")
+			req := request(0)
+			c := f.provision(t, req)
+			token := f.secretToken(t, req.ID)
+			name := AuthSecretName(req.ID)
+			if deleted {
+				if err := f.kube.CoreV1().Secrets(testNS).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var secretThere bool // when the RayJob's delete came
+			f.ray.PrependReactor("delete", "rayjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+				_, err := f.kube.CoreV1().Secrets(testNS).Get(t.Context(), name, metav1.GetOptions{})
+				secretThere = err == nil
+				return false, nil, nil
+			})
+			if err := c.Teardown(t.Context(), false); err != nil {
+				t.Fatalf("Teardown: %v", err)
+			}
+			if !secretThere {
+				t.Errorf("the RayJob was deleted while its token Secret was gone")
+			}
+			if got := f.secretToken(t, req.ID); got != token {
+				t.Errorf("token Secret holds another token than the step's")
+			}
+			said := false
+			for _, n := range f.allNotes() {
+				said = said || strings.Contains(n, "token Secret "+testNS+"/"+name+" was deleted while the step ran")
+				if strings.Contains(n, token) {
+					t.Errorf("a note shows the token: %q", n)
+				}
+			}
+			if said != deleted {
+				t.Errorf("step said the Secret was made again: %v, want %v (notes %q)", said, deleted, f.allNotes())
+			}
+		})
+	}
+}

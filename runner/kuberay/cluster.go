@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,9 @@ type Cluster struct {
 	failures chan error
 	token    string // for the dashboard; see authorize
 	secret   string // the token Secret's name, when raystep made the token
+	// secretMade is the token Secret as authorize made or found it, token
+	// included, for restoreSecret; nil without token authentication.
+	secretMade *corev1.Secret
 
 	mu  sync.Mutex
 	fwd *forward // the dashboard port-forward, if any
@@ -151,6 +155,7 @@ func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
 		c.b.Notify.info(fmt.Sprintf("RayJob %s kept: KubeRay deletes its RayCluster after ttlSecondsAfterFinished; `raystep gc` deletes the RayJob", c.Name()))
 		return hbErr
 	}
+	c.restoreSecret(ctx)
 	if err := c.delete(ctx); err != nil {
 		return err
 	}

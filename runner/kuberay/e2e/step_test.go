@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,6 +150,54 @@ func TestCancel(t *testing.T) {
 				t.Errorf("ray job %s after cancel, want stopped", res.Job.Status)
 			}
 		})
+	}
+}
+
+// TestCancelAfterTokenSecretDeleted: a step whose token Secret someone
+// deleted while its RayJob was Initializing, then cancelled, makes the
+// Secret again before deleting the RayJob, says so, and leaves nothing:
+// without it KubeRay cannot build the client it stops the job with, keeps
+// the deleted RayJob by its finalizer, and the RayCluster and pods stay.
+func TestCancelAfterTokenSecretDeleted(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-cancel-secret-deleted")
+	b := backend(t, spec(t, `spec.entrypoint=python -c "import time; time.sleep(300)"`), ns, nil, nil)
+	var mu sync.Mutex
+	var notes []string
+	b.Notify = func(level, msg string) {
+		t.Logf("backend %s: %s", level, msg)
+		mu.Lock()
+		defer mu.Unlock()
+		notes = append(notes, msg)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	go func() {
+		defer cancel(errors.New("received terminated"))
+		waitStatus(ctx, ns, rayv1.JobDeploymentStatusInitializing)
+		secrets := &corev1.SecretList{}
+		if err := shared.k8s.Client.List(ctx, secrets, client.InNamespace(ns)); err != nil {
+			t.Errorf("list Secrets: %v", err)
+		}
+		for _, s := range secrets.Items {
+			if err := shared.k8s.Client.Delete(ctx, &s); err != nil {
+				t.Errorf("delete Secret %s: %v", s.Name, err)
+			}
+		}
+		if len(secrets.Items) == 0 {
+			t.Errorf("no token Secret in %s", ns)
+		}
+	}()
+	_, err := newRunner(t, b).Run(ctx, step(b.Spec, runID(t)))
+	if !errors.Is(err, runner.ErrCancelled) {
+		t.Fatalf("step error = %v, want cancelled", err)
+	}
+	nothingLeft(t, ns)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "was deleted while the step ran") }) {
+		t.Errorf("the step did not say it made the token Secret again: %q", notes)
 	}
 }
 
