@@ -114,22 +114,22 @@ func (c *Cluster) authorize(ctx context.Context, job *rayv1.RayJob, attached boo
 	return nil
 }
 
-// restoreSecret makes the token Secret again, before teardown deletes the
-// RayJob, if something deleted it while the step ran. KubeRay lets a
-// deleted RayJob whose Ray job has not ended go only once it has asked the
-// dashboard to stop that job, with a client it builds from this Secret;
-// without the Secret it fails, and keeps the RayJob, its RayCluster and
-// their pods (see deleteRayJobOptions). A Secret still there, the usual
-// case, is left as it is; no other error stops the teardown, nor does a
-// teardown already cancelled by a second signal wait for this.
-func (c *Cluster) restoreSecret(ctx context.Context) {
+// restoreSecret makes the token Secret again if it is gone: before
+// teardown deletes the RayJob (someone deleted it while the step ran), and
+// when the RayJob is heldForSecret, saying why. KubeRay lets a deleted
+// RayJob whose Ray job has not ended go only once it has asked the
+// dashboard to stop that job, with a client it builds from this Secret
+// (see deleteRayJobOptions). A Secret still there, the usual case, is left
+// as it is; no other error stops the teardown, nor does a teardown already
+// cancelled by a second signal wait for this.
+func (c *Cluster) restoreSecret(ctx context.Context, why string) {
 	if c.secretMade == nil || ctx.Err() != nil {
 		return
 	}
 	_, err := c.b.Kube.CoreV1().Secrets(c.ns).Create(ctx, c.secretMade.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
-		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s was deleted while the step ran; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret, c.Name()))
+		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s %s; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret, why, c.Name()))
 	case apierrors.IsAlreadyExists(err):
 	default:
 		c.b.Notify.warn(fmt.Sprintf("could not check the token Secret %s/%s before deleting RayJob %s (%v); if it is gone, KubeRay keeps the RayJob", c.ns, c.secret, c.Name(), err))

@@ -341,3 +341,52 @@ func TestTeardownRestoresDeletedTokenSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestTeardownRestoresSecretKubeRayWaitsFor: after the foreground delete,
+// a RayJob the garbage collector let go of too early (its token Secret
+// deleted, foregroundDeletion dropped, its pods still there) is held by
+// KubeRay for good; teardown sees that, makes the Secret again with the
+// step's token, says why, and returns once KubeRay lets the RayJob go.
+func TestTeardownRestoresSecretKubeRayWaitsFor(t *testing.T) {
+	t.Parallel()
+	f := tokenFakes(t, "")
+	req := request(0)
+	c := f.provision(t, req)
+	token := f.secretToken(t, req.ID)
+	f.initializing(t, c)
+	f.addPod(t, c, c.name+"-abcde-head-x", "head", corev1.PodStatus{Phase: corev1.PodRunning})
+	await(t, c, "pod seen", func(v view) bool { return len(v.pods) == 1 })
+	name := AuthSecretName(req.ID)
+	jobs := rayv1.SchemeGroupVersion.WithResource("rayjobs")
+	f.ray.PrependReactor("delete", "rayjobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// What a collector that has not seen the RayCluster does.
+		if err := f.kube.CoreV1().Secrets(testNS).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			return true, nil, err
+		}
+		job, err := f.ray.Tracker().Get(jobs, testNS, c.name)
+		if err != nil {
+			return true, nil, err
+		}
+		j := job.(*rayv1.RayJob).DeepCopy()
+		j.DeletionTimestamp = ptr(metav1.Now())
+		j.Finalizers = []string{kuberayJobFinalizer}
+		return true, nil, f.ray.Tracker().Update(jobs, j, testNS)
+	})
+	done := make(chan error, 1)
+	go func() { done <- c.Teardown(t.Context(), false) }()
+	f.awaitNote(t, "token Secret "+testNS+"/"+name+" is gone while KubeRay holds the deleted RayJob "+c.Name())
+	if got := f.secretToken(t, req.ID); got != token {
+		t.Errorf("the Secret made again holds another token than the step's")
+	}
+	// KubeRay, with its Secret back, lets the RayJob go; the collector
+	// then deletes the orphaned pods.
+	if err := f.ray.Tracker().Delete(jobs, testNS, c.name); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.CoreV1().Pods(testNS).Delete(t.Context(), c.name+"-abcde-head-x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package kuberay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,11 +138,10 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 }
 
 // Teardown stops the dashboard port-forward and the heartbeat and, unless
-// keep, deletes the RayJob (in the background, see deleteRayJobOptions:
-// once KubeRay has let it go, the garbage collector removes its
-// RayCluster, pods, token Secret, heartbeat Lease and Kueue Workload) and
-// waits by watch until the RayJob, its RayCluster, its pods and its
-// Workload are gone, within ctx. The delete is issued even when ctx is already
+// keep, deletes the RayJob (in the foreground, see deleteRayJobOptions:
+// the garbage collector removes its RayCluster, pods, token Secret,
+// heartbeat Lease and Kueue Workload) and waits by watch until the
+// RayJob, its RayCluster, its pods and its Workload are gone, within ctx. The delete is issued even when ctx is already
 // cancelled. A kept RayJob stays for debugging: KubeRay deletes its
 // RayCluster ttlSecondsAfterFinished after the job ends (or after a
 // deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
@@ -155,7 +155,7 @@ func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
 		c.b.Notify.info(fmt.Sprintf("RayJob %s kept: KubeRay deletes its RayCluster after ttlSecondsAfterFinished; `raystep gc` deletes the RayJob", c.Name()))
 		return hbErr
 	}
-	c.restoreSecret(ctx)
+	c.restoreSecret(ctx, "was deleted while the step ran")
 	if err := c.delete(ctx); err != nil {
 		return err
 	}
@@ -181,23 +181,43 @@ func (c *Cluster) delete(ctx context.Context) error {
 }
 
 // deleteRayJobOptions deletes the RayJob of UID uid (any, when empty) in
-// the background: the RayJob goes first, then the garbage collector
-// deletes what it owns. Not in the foreground, which deletes the owned
-// objects first: KubeRay holds a deleted RayJob by its finalizer until it
-// has asked the dashboard to stop the Ray job, and when the job has not
-// ended yet it builds that dashboard client from the token Secret, which
-// this RayJob owns. Deleted first, the Secret is not there to read, and
-// KubeRay keeps failing and keeps the RayJob until its RayCluster is gone;
-// if the collector had not yet seen the RayCluster (a busy API server),
-// it deletes the Secret alone and nothing ever deletes the RayCluster.
+// the foreground: the garbage collector deletes what it owns first (its
+// RayCluster, whose pods go before it, its token Secret, heartbeat Lease
+// and Kueue Workload) and the RayJob last, so the RayJob gone means the
+// step's pods are gone. (In the background the RayJob goes first and a
+// RayCluster reconcile still under way can make pods after the RayCluster
+// is gone, which the collector deletes only later.)
+//
+// KubeRay holds a deleted RayJob by its finalizer until it has asked the
+// dashboard to stop the Ray job, and when the job has not ended it builds
+// that client from the token Secret: without the Secret it fails and
+// waits for the RayCluster to be gone. awaitGone handles the one case
+// where that never happens (heldForSecret).
 func deleteRayJobOptions(uid types.UID) metav1.DeleteOptions {
-	bg := metav1.DeletePropagationBackground
-	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
 	return opts
 }
+
+// heldForSecret reports whether v shows the RayJob stuck after a
+// foreground delete: the garbage collector has deleted its token Secret
+// and dropped its foregroundDeletion finalizer while pods of its
+// RayCluster remain (a collector that had not yet seen the RayCluster
+// does that, on a busy API server), so it will not delete them while the
+// RayJob exists, and KubeRay, without the Secret, will not let the RayJob
+// go. Making the Secret again breaks the knot.
+func heldForSecret(v view) bool {
+	j := v.job
+	return j != nil && j.DeletionTimestamp != nil && len(v.pods) > 0 &&
+		!slices.Contains(j.Finalizers, metav1.FinalizerDeleteDependents) && slices.Contains(j.Finalizers, kuberayJobFinalizer)
+}
+
+// kuberayJobFinalizer is the finalizer KubeRay puts on a RayJob to stop
+// its Ray job before the RayJob goes.
+const kuberayJobFinalizer = "ray.io/rayjob-finalizer"
 
 // awaitGone waits until the watches see the RayJob, its pods and its Kueue
 // Workload gone, then makes sure its RayCluster is gone too. A borrowed
@@ -205,10 +225,15 @@ func deleteRayJobOptions(uid types.UID) metav1.DeleteOptions {
 func (c *Cluster) awaitGone(ctx context.Context) error {
 	borrowed := c.b.Cluster != ""
 	var last view
+	restored := false
 	err := c.mon.await(ctx, func(v view) (bool, error, time.Duration) {
 		last = v
 		if v.blind { // the delete was issued, but nothing shows it done
 			return false, v.denied, 0
+		}
+		if !restored && heldForSecret(v) {
+			restored = true
+			c.restoreSecret(ctx, "is gone while KubeRay holds the deleted RayJob "+c.Name()+" and pods of its RayCluster remain")
 		}
 		return v.gone() && (borrowed || len(v.pods) == 0) && len(v.workloads) == 0, nil, 0
 	})

@@ -18,7 +18,7 @@
 // Waiting and fails fast with a *ClusterError on ValidationFailed,
 // deadlines, Unschedulable, ImagePullBackOff and CrashLoopBackOff pods;
 // Failures, which reports the same while the job runs; and Teardown, which
-// deletes the RayJob (the RayJob first, then what it owns) and waits until it, its RayCluster
+// deletes the RayJob in the foreground and waits until it, its RayCluster
 // and its pods are gone. The dashboard is reached by an explicit URL, the
 // head service's DNS name inside a pod, or a client-go port-forward.
 // While the step runs it renews a heartbeat Lease owned by its RayJob

@@ -221,8 +221,7 @@ func TestSetJobIDIsIdempotent(t *testing.T) {
 	}
 }
 
-// TestTeardownWaitsUntilGone: the delete is in the background (the RayJob
-// before its token Secret, see deleteRayJobOptions), and Teardown
+// TestTeardownWaitsUntilGone: the delete is foreground, and Teardown
 // returns only once the RayJob (held by a finalizer here) is really gone.
 func TestTeardownWaitsUntilGone(t *testing.T) {
 	t.Parallel()
@@ -249,8 +248,8 @@ func TestTeardownWaitsUntilGone(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Teardown: %v", err)
 	}
-	if policy != metav1.DeletePropagationBackground {
-		t.Errorf("propagation %q, want Background", policy)
+	if policy != metav1.DeletePropagationForeground {
+		t.Errorf("propagation %q, want Foreground", policy)
 	}
 }
 

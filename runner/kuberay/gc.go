@@ -229,10 +229,9 @@ type Result struct {
 }
 
 // Collect deletes the RayJobs and RayClusters of the collectable verdicts
-// unless dryRun (a RayJob in the background, see deleteRayJobOptions: the
-// garbage collector then removes its RayCluster, pods, token Secret and
-// heartbeat Lease), and reports every verdict, kept or not, through
-// report. An object changed since it was judged (its UID differs) or
+// in the foreground unless dryRun (the garbage collector removes a
+// RayJob's RayCluster, pods, token Secret and heartbeat Lease), and
+// reports every verdict, kept or not, through report. An object changed since it was judged (its UID differs) or
 // already gone is skipped. The error joins the failed deletes.
 func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
 	var errs []error
@@ -265,7 +264,7 @@ func (v Verdict) Object() string {
 }
 
 // deleteJudged deletes the RayJob (deleteRayJobOptions) or the RayCluster
-// (in the foreground) of v, if it is still the one judged.
+// of v in the foreground, if it is still the one judged.
 func deleteJudged(ctx context.Context, ray rayclient.Interface, v Verdict) Result {
 	var uid types.UID
 	var err error
