@@ -20,21 +20,21 @@ import (
 )
 
 // Ray's token authentication (schemas.RayAuth.On: the profile's
-// spec.rayAuth.mode, by default on for Ray 2.52.0 and newer). Build
-// sets the RayCluster's authOptions to mode token with secretName
+// spec.rayAuth.mode, by default on for Ray 2.52.0 and newer). Build sets
+// the RayCluster's authOptions to mode token with secretName
 // AuthSecretName(step.ID); KubeRay then puts RAY_AUTH_MODE=token and
 // RAY_AUTH_TOKEN (from that Secret's key auth_token) into every Ray
 // container, and creates no Secret of its own. raystep creates the Secret
 // itself, right after the RayJob and owned by it (the garbage collector
 // deletes it with the RayJob), with a fresh 256-bit random token, or
-// RAYSTEP_DASHBOARD_TOKEN when the platform fixes one, and sends the
-// same token with its own dashboard requests; a Secret deleted while the
-// step runs it makes again before teardown (restoreSecret). So raystep only ever
-// creates Secrets, and never reads one, except when a restarted step
+// RAYSTEP_DASHBOARD_TOKEN when the platform fixes one, and sends the same
+// token with its own dashboard requests; if the Secret is deleted while
+// the step runs, teardown makes it again (restoreSecret). So raystep only
+// ever creates Secrets, and never reads one, except when a restarted step
 // re-attaches to a RayJob whose Secret a killed attempt created: then the
 // token is only in that Secret, and raystep reads it (get on secrets) or,
-// when it may not, fails saying so. The token never appears in a log
-// line, event or error: only its Secret's name does.
+// when it may not, fails saying so. The token never appears in a log line,
+// event or error: only its Secret's name does.
 
 // AuthTokenKey is the key of the token in the Secret, as KubeRay reads it.
 const AuthTokenKey = "auth_token"
@@ -132,7 +132,7 @@ func (c *Cluster) restoreSecret(ctx context.Context, why string) {
 		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s %s; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret, why, c.Name()))
 	case apierrors.IsAlreadyExists(err):
 	default:
-		c.b.Notify.warn(fmt.Sprintf("could not check the token Secret %s/%s before deleting RayJob %s (%v); if it is gone, KubeRay keeps the RayJob", c.ns, c.secret, c.Name(), err))
+		c.b.Notify.warn(fmt.Sprintf("could not make sure the token Secret %s/%s of RayJob %s exists (%v): if it is gone, KubeRay keeps the deleted RayJob", c.ns, c.secret, c.Name(), err))
 	}
 }
 

@@ -140,12 +140,13 @@ func (c *Cluster) SetJobID(ctx context.Context, id string) error {
 // Teardown stops the dashboard port-forward and the heartbeat and, unless
 // keep, deletes the RayJob (in the foreground, see deleteRayJobOptions:
 // the garbage collector removes its RayCluster, pods, token Secret,
-// heartbeat Lease and Kueue Workload) and waits by watch until the
-// RayJob, its RayCluster, its pods and its Workload are gone, within ctx. The delete is issued even when ctx is already
-// cancelled. A kept RayJob stays for debugging: KubeRay deletes its
-// RayCluster ttlSecondsAfterFinished after the job ends (or after a
-// deadline fails it), and `raystep gc` removes the RayJob; its heartbeat
-// Lease is released so gc goes by those rules.
+// heartbeat Lease and Kueue Workload) and waits by watch until the RayJob,
+// its RayCluster, its pods and its Workload are gone, within ctx. The
+// delete is issued even when ctx is already cancelled. A kept RayJob stays
+// for debugging: KubeRay deletes its RayCluster ttlSecondsAfterFinished
+// after the job ends (or after a deadline fails it), and `raystep gc`
+// removes the RayJob; its heartbeat Lease is released so gc goes by those
+// rules.
 func (c *Cluster) Teardown(ctx context.Context, keep bool) error {
 	c.mon.markLeaving()
 	c.closeForward()

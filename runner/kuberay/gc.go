@@ -228,11 +228,11 @@ type Result struct {
 	Err error
 }
 
-// Collect deletes the RayJobs and RayClusters of the collectable verdicts
-// in the foreground unless dryRun (the garbage collector removes a
-// RayJob's RayCluster, pods, token Secret and heartbeat Lease), and
-// reports every verdict, kept or not, through report. An object changed since it was judged (its UID differs) or
-// already gone is skipped. The error joins the failed deletes.
+// Collect deletes the RayJobs of the collectable verdicts (foreground: the
+// garbage collector removes their RayClusters, pods and heartbeat Leases)
+// unless dryRun, and reports every verdict, kept or not, through report. A
+// RayJob changed since it was judged (its UID differs) or already gone is
+// skipped. The error joins the failed deletes.
 func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
 	var errs []error
 	for _, v := range verdicts {
@@ -263,20 +263,22 @@ func (v Verdict) Object() string {
 	return "RayJob " + v.Job.Namespace + "/" + v.Job.Name
 }
 
-// deleteJudged deletes the RayJob (deleteRayJobOptions) or the RayCluster
-// of v in the foreground, if it is still the one judged.
+// deleteJudged deletes the RayJob or RayCluster of v in the foreground,
+// if it is still the one judged.
 func deleteJudged(ctx context.Context, ray rayclient.Interface, v Verdict) Result {
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
 	var uid types.UID
 	var err error
 	kind, _, _ := strings.Cut(v.Object(), " ")
 	if v.Cluster != nil {
 		uid = v.Cluster.UID
-		fg := metav1.DeletePropagationForeground
-		opts := metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &uid}}
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		err = ray.RayV1().RayClusters(v.Cluster.Namespace).Delete(ctx, v.Cluster.Name, opts)
 	} else {
 		uid = v.Job.UID
-		err = ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, deleteRayJobOptions(uid))
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		err = ray.RayV1().RayJobs(v.Job.Namespace).Delete(ctx, v.Job.Name, opts)
 	}
 	switch {
 	case err == nil:
