@@ -110,7 +110,7 @@ func (c *Cluster) authorize(ctx context.Context, job *rayv1.RayJob, attached boo
 		return fmt.Errorf("create token Secret %s/%s for RayJob %s: %w", job.Namespace, secret.Name, c.Name(), err)
 	}
 	secret.Data = map[string][]byte{AuthTokenKey: []byte(token)}
-	c.token, c.secret, c.secretMade = token, secret.Name, secret
+	c.token, c.secret = token, secret
 	return nil
 }
 
@@ -123,16 +123,16 @@ func (c *Cluster) authorize(ctx context.Context, job *rayv1.RayJob, attached boo
 // as it is; no other error stops the teardown, nor does a teardown already
 // cancelled by a second signal wait for this.
 func (c *Cluster) restoreSecret(ctx context.Context, why string) {
-	if c.secretMade == nil || ctx.Err() != nil {
+	if c.secret == nil || ctx.Err() != nil {
 		return
 	}
-	_, err := c.b.Kube.CoreV1().Secrets(c.ns).Create(ctx, c.secretMade.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
+	_, err := c.b.Kube.CoreV1().Secrets(c.ns).Create(ctx, c.secret.DeepCopy(), metav1.CreateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
-		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s %s; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret, why, c.Name()))
+		c.b.Notify.warn(fmt.Sprintf("token Secret %s/%s %s; raystep made it again, as KubeRay needs it to let RayJob %s go", c.ns, c.secret.Name, why, c.Name()))
 	case apierrors.IsAlreadyExists(err):
 	default:
-		c.b.Notify.warn(fmt.Sprintf("could not make sure the token Secret %s/%s of RayJob %s exists (%v): if it is gone, KubeRay keeps the deleted RayJob", c.ns, c.secret, c.Name(), err))
+		c.b.Notify.warn(fmt.Sprintf("could not make sure the token Secret %s/%s of RayJob %s exists (%v): if it is gone, KubeRay keeps the deleted RayJob", c.ns, c.secret.Name, c.Name(), err))
 	}
 }
 
@@ -140,7 +140,7 @@ func (c *Cluster) restoreSecret(ctx context.Context, why string) {
 // that a cluster whose Ray runs with another token fails at once, naming
 // the token's Secret (Ray answers 403 to a wrong token, 401 to none).
 func (c *Cluster) checkToken(ctx context.Context, d runner.Dashboard) error {
-	if c.secret == "" {
+	if c.secret == nil {
 		return nil
 	}
 	rc, err := raysubmit.New(raysubmit.Config{BaseURL: d.URL, Headers: d.Headers, Token: d.Token, CAFile: d.CAFile, UserAgent: "raystep"})
@@ -166,7 +166,7 @@ func (c *Cluster) checkToken(ctx context.Context, d runner.Dashboard) error {
 		shown = d.URL
 	}
 	return fmt.Errorf("dashboard %s refused raystep's token (HTTP %d: %s): the cluster's Ray does not run with the token raystep put in Secret %s/%s (%s): %s",
-		shown, api.StatusCode, strings.TrimSpace(api.Body), c.ns, c.secret, from, where)
+		shown, api.StatusCode, strings.TrimSpace(api.Body), c.ns, c.secret.Name, from, where)
 }
 
 // readToken reads the token of a RayJob this step re-attaches to from

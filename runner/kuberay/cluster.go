@@ -31,10 +31,10 @@ type Cluster struct {
 	hb       *heartbeat // nil when the RayJob's UID is unknown
 	failures chan error
 	token    string // for the dashboard; see authorize
-	secret   string // the token Secret's name, when raystep made the token
-	// secretMade is the token Secret as authorize made or found it, token
-	// included, for restoreSecret; nil without token authentication.
-	secretMade *corev1.Secret
+	// secret is the token Secret as authorize made or found it, token
+	// included (for restoreSecret), when raystep made the token; nil
+	// without token authentication.
+	secret *corev1.Secret
 
 	mu  sync.Mutex
 	fwd *forward // the dashboard port-forward, if any
