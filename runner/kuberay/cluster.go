@@ -3,7 +3,6 @@ package kuberay
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -212,8 +211,7 @@ func deleteRayJobOptions(uid types.UID) metav1.DeleteOptions {
 // go. Making the Secret again breaks the knot.
 func heldForSecret(v view) bool {
 	j := v.job
-	return j != nil && j.DeletionTimestamp != nil && len(v.pods) > 0 &&
-		!slices.Contains(j.Finalizers, metav1.FinalizerDeleteDependents) && slices.Contains(j.Finalizers, kuberayJobFinalizer)
+	return j != nil && j.DeletionTimestamp != nil && len(v.pods) > 0 && heldByKubeRay(j)
 }
 
 // kuberayJobFinalizer is the finalizer KubeRay puts on a RayJob to stop

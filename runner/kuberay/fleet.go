@@ -111,13 +111,16 @@ func (f *Fleet) GC(ctx context.Context, scope fleet.Scope, o fleet.GCOptions, li
 	io.Now = now
 	f.judgeIdle(ctx, clients, cv, io, line)
 	verdicts := append(JudgeAll(jobs, leases, now, judge), cv...)
-	return Collect(ctx, clients.Ray, verdicts, o.DryRun, func(r Result) {
+	return Collect(ctx, clients.Kube, clients.Ray, verdicts, o.DryRun, func(r Result) {
 		if r.Action == Failed {
 			return // in the error Collect returns
 		}
 		s := fmt.Sprintf("%s %s: %s", r.Action, r.Object(), r.Reason)
-		if r.Note != "" {
+		switch {
+		case r.Action == Skipped:
 			s += "; not deleted: " + r.Note
+		case r.Note != "":
+			s += "; " + r.Note
 		}
 		line(s)
 	})

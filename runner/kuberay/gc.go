@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Verdict is what `raystep gc` decides about one RayJob or interactive
@@ -54,8 +56,7 @@ func Judge(job *rayv1.RayJob, lease *coordinationv1.Lease, now time.Time, o Judg
 	age := now.Sub(job.CreationTimestamp.Time)
 	switch {
 	case job.DeletionTimestamp != nil:
-		v.Reason = "already being deleted"
-		return v
+		return judgeDeleted(v, lease, now, o.grace())
 	case age < o.OlderThan:
 		v.Reason = fmt.Sprintf("younger than %s", o.OlderThan)
 		return v
@@ -160,6 +161,40 @@ func renewTime(l *coordinationv1.Lease) time.Time {
 	return l.CreationTimestamp.Time
 }
 
+// judgeDeleted judges a RayJob already being deleted. KubeRay holds one
+// with its finalizer until it has asked the dashboard to stop the Ray
+// job, and while the job has not ended and the RayCluster stands it
+// builds that dashboard client from the token Secret: if the Secret is
+// gone (deleted by hand or by a policy, or by the garbage collector ahead
+// of the RayCluster) KubeRay never lets go, and the RayCluster, a
+// dependent, stays as long as the RayJob does, its pods and GPUs too.
+// Such a RayJob, held past the grace with its step gone (no fresh
+// heartbeat), is collected: Collect makes its token Secret again. Any
+// other RayJob being deleted is left to the deletion under way.
+func judgeDeleted(v Verdict, lease *coordinationv1.Lease, now time.Time, grace time.Duration) Verdict {
+	j := v.Job
+	v.Reason = "already being deleted"
+	since := now.Sub(j.DeletionTimestamp.Time)
+	if !heldByKubeRay(j) || AuthSecret(j) == nil || since < grace {
+		return v
+	}
+	if hv, decided := judgeHeartbeat(v, lease, now, grace); decided && !hv.Collect {
+		return hv // its step is alive, and its teardown sees to it
+	}
+	v.Collect = true
+	v.Reason = fmt.Sprintf("deleted %s ago but still held by KubeRay (finalizer %s), which needs the token Secret %s to let it go",
+		since.Round(time.Second), kuberayJobFinalizer, AuthSecret(j).Name)
+	return v
+}
+
+// heldByKubeRay reports whether the deleted RayJob j waits for KubeRay
+// alone: it has KubeRay's finalizer and no longer the garbage
+// collector's foregroundDeletion, so nothing else will delete its
+// RayCluster first.
+func heldByKubeRay(j *rayv1.RayJob) bool {
+	return slices.Contains(j.Finalizers, kuberayJobFinalizer) && !slices.Contains(j.Finalizers, metav1.FinalizerDeleteDependents)
+}
+
 // judgeFinished collects a finished RayJob once its TTL has passed.
 func judgeFinished(v Verdict, now time.Time) Verdict {
 	st := v.Job.Status
@@ -210,6 +245,10 @@ const (
 	Kept        Action = "kept"
 	WouldDelete Action = "would delete" // dry run
 	WouldKeep   Action = "would keep"   // dry run
+	// Unblocked: the RayJob was already being deleted and KubeRay held
+	// it; its token Secret was made again, so KubeRay lets it go.
+	Unblocked    Action = "unblocked"
+	WouldUnblock Action = "would unblock" // dry run
 	// Skipped: the RayJob was already gone, or was replaced by another of
 	// the same name (its UID changed) since it was judged.
 	Skipped Action = "skipped"
@@ -222,7 +261,7 @@ type Result struct {
 	Verdict
 	// Action is what Collect did about the verdict, or would do in a dry run.
 	Action Action
-	// Note says why a RayJob was skipped.
+	// Note says why a RayJob was skipped, or what unblocked it.
 	Note string
 	// Err is the delete's error when Action is Failed.
 	Err error
@@ -232,8 +271,10 @@ type Result struct {
 // garbage collector removes their RayClusters, pods and heartbeat Leases)
 // unless dryRun, and reports every verdict, kept or not, through report. A
 // RayJob changed since it was judged (its UID differs) or already gone is
-// skipped. The error joins the failed deletes.
-func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
+// skipped. A collectable RayJob already being deleted (judgeDeleted) is
+// unblocked instead: its token Secret is made again. The error joins the
+// failed deletes.
+func Collect(ctx context.Context, kube kubernetes.Interface, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
 	var errs []error
 	for _, v := range verdicts {
 		r := Result{Verdict: v}
@@ -242,8 +283,15 @@ func Collect(ctx context.Context, ray rayclient.Interface, verdicts []Verdict, d
 			r.Action = WouldKeep
 		case !v.Collect:
 			r.Action = Kept
+		case dryRun && v.deleting():
+			r.Action = WouldUnblock
 		case dryRun:
 			r.Action = WouldDelete
+		case v.deleting():
+			r = unblock(ctx, kube, v)
+			if r.Err != nil {
+				errs = append(errs, r.Err)
+			}
 		default:
 			r = deleteJudged(ctx, ray, v)
 			if r.Err != nil {
@@ -261,6 +309,33 @@ func (v Verdict) Object() string {
 		return "RayCluster " + v.Cluster.Namespace + "/" + v.Cluster.Name
 	}
 	return "RayJob " + v.Job.Namespace + "/" + v.Job.Name
+}
+
+// deleting reports whether v judged a RayJob already being deleted.
+func (v Verdict) deleting() bool { return v.Job != nil && v.Job.DeletionTimestamp != nil }
+
+// unblock makes the token Secret of the deleted RayJob of v again, with a
+// fresh token and owned by the RayJob, so that KubeRay can build its
+// dashboard client and drop its finalizer; the garbage collector then
+// removes the RayCluster, its pods and the Secret. KubeRay's request to
+// stop the Ray job with that token is refused, and KubeRay lets the
+// RayJob go all the same: the RayCluster's deletion ends the job. A
+// Secret that exists means something else holds the RayJob.
+func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
+	s := AuthSecret(v.Job)
+	token, err := NewAuthToken()
+	if err != nil {
+		return Result{Verdict: v, Action: Failed, Err: err}
+	}
+	s.Data = map[string][]byte{AuthTokenKey: []byte(token)}
+	_, err = kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+		return Result{Verdict: v, Action: Unblocked, Note: "made its token Secret " + s.Name + " again, so KubeRay lets it go"}
+	case apierrors.IsAlreadyExists(err):
+		return Result{Verdict: v, Action: Skipped, Note: "its token Secret " + s.Name + " exists, so something else holds it: the KubeRay operator's log says what"}
+	}
+	return Result{Verdict: v, Action: Failed, Err: fmt.Errorf("make the token Secret %s/%s of %s again: %w", s.Namespace, s.Name, v.Object(), err)}
 }
 
 // deleteJudged deletes the RayJob or RayCluster of v in the foreground,

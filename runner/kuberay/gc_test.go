@@ -35,6 +35,15 @@ func rayJobAt(name string, ago time.Duration, st rayv1.RayJobStatus) *rayv1.RayJ
 
 func at(ago time.Duration) *metav1.Time { return ptr(metav1.NewTime(gcNow.Add(-ago))) }
 
+// heldAt is a running RayJob with token authentication (its Secret
+// NAME-ray-auth), deleted ago before gcNow and holding finalizers.
+func heldAt(name string, ago time.Duration, finalizers ...string) *rayv1.RayJob {
+	j := rayJobAt(name, 2*time.Hour, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning, StartTime: at(2 * time.Hour)})
+	j.Spec.RayClusterSpec = &rayv1.RayClusterSpec{AuthOptions: &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(AuthSecretName(name))}}
+	j.DeletionTimestamp, j.Finalizers = at(ago), finalizers
+	return j
+}
+
 // leaseOf is job's heartbeat Lease held by holder ("" released), renewed
 // ago before gcNow.
 func leaseOf(job *rayv1.RayJob, holder string, ago time.Duration) *coordinationv1.Lease {
@@ -75,6 +84,9 @@ func TestJudge(t *testing.T) {
 	previousLease.OwnerReferences[0].UID = "an-earlier-rayjob"
 	young := running("young", 30*time.Second)
 	fresh := running("fresh", 50*time.Minute)
+	held := heldAt("held", 10*time.Minute, kuberayJobFinalizer)
+	noAuth := heldAt("no-auth", 10*time.Minute, kuberayJobFinalizer)
+	noAuth.Spec.RayClusterSpec = nil
 	tests := []struct {
 		name    string
 		job     *rayv1.RayJob
@@ -103,6 +115,19 @@ func TestJudge(t *testing.T) {
 		{"younger than --older-than", rayJobAt("j", 2*time.Hour, rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete,
 			EndTime: at(time.Hour)}), nil, JudgeOptions{OlderThan: 24 * time.Hour}, false, "younger than 24h0m0s"},
 		{"being deleted", deleting, nil, JudgeOptions{}, false, "already being deleted"},
+
+		// A RayJob being deleted that KubeRay holds: it needs the token Secret.
+		{"held by KubeRay past the grace", held, nil, JudgeOptions{}, true,
+			"deleted 10m0s ago but still held by KubeRay (finalizer ray.io/rayjob-finalizer), which needs the token Secret held-ray-auth to let it go"},
+		{"held, its step gone", held, leaseOf(held, "h/1", 10*time.Minute), JudgeOptions{}, true,
+			"deleted 10m0s ago but still held by KubeRay (finalizer ray.io/rayjob-finalizer), which needs the token Secret held-ray-auth to let it go"},
+		{"held, its step alive: its teardown sees to it", held, leaseOf(held, "h/1", 10*time.Second), JudgeOptions{}, false,
+			"step alive: heartbeat 10s ago from h/1"},
+		{"held within the grace", heldAt("recent", 4*time.Minute, kuberayJobFinalizer), nil, JudgeOptions{}, false, "already being deleted"},
+		{"dependents first: the garbage collector deletes the RayCluster", heldAt("fg", 10*time.Minute, metav1.FinalizerDeleteDependents, kuberayJobFinalizer),
+			nil, JudgeOptions{}, false, "already being deleted"},
+		{"held by another finalizer", heldAt("other", 10*time.Minute, "example.com/keep"), nil, JudgeOptions{}, false, "already being deleted"},
+		{"held without token authentication", noAuth, nil, JudgeOptions{}, false, "already being deleted"},
 
 		// The heartbeat.
 		{"killed step: heartbeat stale, deadline far", killed, leaseOf(killed, "dagster-7f/4242", 12*time.Minute), JudgeOptions{}, true,
@@ -172,7 +197,7 @@ func TestCollect(t *testing.T) {
 			verdicts = append(verdicts, Judge(j, leaseOf(j, "", time.Hour), gcNow, JudgeOptions{}))
 		}
 		var reported []string
-		err := Collect(t.Context(), f.ray, verdicts, tt.dry, func(r Result) {
+		err := Collect(t.Context(), f.kube, f.ray, verdicts, tt.dry, func(r Result) {
 			line := string(r.Action) + " " + r.Job.Name
 			if r.Note != "" {
 				line += ": " + r.Note
@@ -193,6 +218,58 @@ func TestCollect(t *testing.T) {
 	}
 }
 
+// TestCollectUnblocksHeldRayJobs: a collectable RayJob already being
+// deleted is not deleted again: its token Secret is made again, with a
+// fresh token and owned by the RayJob, so that KubeRay lets it go. One
+// whose Secret exists is skipped, saying so; a dry run makes nothing.
+func TestCollectUnblocksHeldRayJobs(t *testing.T) {
+	t.Parallel()
+	for _, dry := range []bool{true, false} {
+		held := heldAt("held", 10*time.Minute, kuberayJobFinalizer)
+		other := heldAt("other", 10*time.Minute, kuberayJobFinalizer)
+		f := newFakes(t, held, other)
+		f.ray.PrependReactor("delete", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			t.Errorf("Collect deleted %s, which is already being deleted", a.(k8stesting.DeleteAction).GetName())
+			return true, nil, nil
+		})
+		kept := AuthSecret(other)
+		kept.Data = map[string][]byte{AuthTokenKey: []byte("the step's token")}
+		if _, err := f.kube.CoreV1().Secrets(testNS).Create(t.Context(), kept, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var reported []string
+		err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{})}, dry,
+			func(r Result) { reported = append(reported, strings.TrimSpace(string(r.Action)+" "+r.Job.Name+": "+r.Note)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"unblocked held: made its token Secret held-ray-auth again, so KubeRay lets it go",
+			"skipped other: its token Secret other-ray-auth exists, so something else holds it: the KubeRay operator's log says what"}
+		if dry {
+			want = []string{"would unblock held:", "would unblock other:"}
+		}
+		if diff := cmp.Diff(want, reported); diff != "" {
+			t.Errorf("dry-run=%v: reported (-want +got):\n%s", dry, diff)
+		}
+		s, err := f.kube.CoreV1().Secrets(testNS).Get(t.Context(), "held-ray-auth", metav1.GetOptions{})
+		switch {
+		case dry && !apierrors.IsNotFound(err):
+			t.Errorf("dry run: Secret held-ray-auth: %v, want none made", err)
+		case dry:
+		case err != nil:
+			t.Errorf("Secret held-ray-auth after Collect: %v", err)
+		default:
+			owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "held", UID: held.UID}}
+			if diff := cmp.Diff(owner, s.OwnerReferences); diff != "" || len(s.Data[AuthTokenKey]) != 64 {
+				t.Errorf("the Secret made again: owners (-want +got):\n%s\ntoken of %d bytes, want 64 hex digits", diff, len(s.Data[AuthTokenKey]))
+			}
+		}
+		if got, _ := f.kube.CoreV1().Secrets(testNS).Get(t.Context(), "other-ray-auth", metav1.GetOptions{}); got == nil || string(got.Data[AuthTokenKey]) != "the step's token" {
+			t.Errorf("dry-run=%v: the existing Secret was changed: %+v", dry, got)
+		}
+	}
+}
+
 // TestCollectReportsFailures: a delete the API server refuses is reported
 // as failed and returned, and the other verdicts are still acted on.
 func TestCollectReportsFailures(t *testing.T) {
@@ -207,7 +284,7 @@ func TestCollectReportsFailures(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(rayv1.Resource("rayjobs"), "a", errors.New("RBAC: access denied"))
 	})
 	var actions []Action
-	err := Collect(t.Context(), f.ray, []Verdict{Judge(a, nil, gcNow, JudgeOptions{}), Judge(b, nil, gcNow, JudgeOptions{})}, false,
+	err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(a, nil, gcNow, JudgeOptions{}), Judge(b, nil, gcNow, JudgeOptions{})}, false,
 		func(r Result) { actions = append(actions, r.Action) })
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "delete RayJob "+testNS+"/a") {
 		t.Errorf("Collect = %v, want the Forbidden delete of a", err)

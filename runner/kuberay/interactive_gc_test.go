@@ -62,7 +62,7 @@ func TestCollectClusters(t *testing.T) {
 	old, live := clusterAt("old", 9*time.Hour, "2026-11-30T11:00:00Z"), clusterAt("live", time.Hour, "2026-11-30T15:00:00Z")
 	f := newFakes(t, old, live)
 	var reported []string
-	err := Collect(t.Context(), f.ray, []Verdict{JudgeCluster(old, gcNow, JudgeOptions{}), JudgeCluster(live, gcNow, JudgeOptions{})}, false,
+	err := Collect(t.Context(), f.kube, f.ray, []Verdict{JudgeCluster(old, gcNow, JudgeOptions{}), JudgeCluster(live, gcNow, JudgeOptions{})}, false,
 		func(r Result) { reported = append(reported, string(r.Action)+" "+r.Object()) })
 	if err != nil {
 		t.Fatal(err)

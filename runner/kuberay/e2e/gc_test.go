@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -74,7 +75,7 @@ func TestGCOrphans(t *testing.T) {
 	// step released its Lease at its (keeping) teardown.
 	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
 	var deleted []string
-	err = kuberay.Collect(t.Context(), admin.Ray, verdicts, false, func(r kuberay.Result) {
+	err = kuberay.Collect(t.Context(), admin.Kube, admin.Ray, verdicts, false, func(r kuberay.Result) {
 		t.Logf("gc: %s %s: %s %s", r.Action, r.Job.Name, r.Reason, r.Note)
 		if r.Action == kuberay.Deleted {
 			deleted = append(deleted, r.Job.Name)
@@ -94,6 +95,84 @@ func TestGCOrphans(t *testing.T) {
 		t.Errorf("the RayJob running on time is gone: %v", err)
 	}
 	managedByOther(t, admin, ns, running)
+}
+
+// TestGCUnblocksARayJobKubeRayHolds: a RayJob with token authentication
+// whose token Secret is gone, deleted the way kubectl deletes (the RayJob
+// first, its dependents after), stays for good: KubeRay holds it until it
+// has built a dashboard client to stop the Ray job, which needs the Secret
+// while the RayCluster stands, and the RayCluster stands while the RayJob
+// does. gc, as examples/k8s/gc.yaml's ServiceAccount, makes the Secret
+// again; KubeRay then lets go, and the RayJob, its RayCluster and its pods
+// are gone.
+func TestGCUnblocksARayJobKubeRayHolds(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-gc-unblock")
+	admin := adminClients(t)
+	const name = "held"
+	job, err := kuberay.Build(spec(t), tokenProfile(shared.profile), runner.Step{ID: name, RunID: "crafted", Namespace: ns, Dagster: runner.Dagster{StepKey: name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Name, job.Namespace = name, ns
+	job, err = admin.Ray.RayV1().RayJobs(ns).Create(t.Context(), job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := kuberay.AuthSecret(job)
+	if secret == nil {
+		t.Fatal("the RayJob has no token authentication")
+	}
+	token, err := kuberay.NewAuthToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{kuberay.AuthTokenKey: []byte(token)}
+	if _, err := admin.Kube.CoreV1().Secrets(ns).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Pods mean KubeRay has reconciled the RayJob, its finalizer put on.
+	for !strings.Contains(leftovers(t.Context(), ns), "Pod ") {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("no pod of the RayJob's cluster: %s", leftovers(context.Background(), ns))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := admin.Kube.CoreV1().Secrets(ns).Delete(t.Context(), secret.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bg := metav1.DeletePropagationBackground
+	if err := admin.Ray.RayV1().RayJobs(ns).Delete(t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := admin.Ray.RayV1().RayJobs(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil || !slices.Contains(held.Finalizers, "ray.io/rayjob-finalizer") {
+		t.Fatalf("the deleted RayJob: %v, %v; want it held by KubeRay's finalizer", err, held)
+	}
+
+	applyRBAC(t, gcRole, ns, func(rules []any) []any { return rules })
+	gc, err := kuberay.NewClients(gcRole.as(ns), kuberay.ConnectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, leases := inventory(t, gc, ns)
+	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
+	var unblocked []string
+	err = kuberay.Collect(t.Context(), gc.Kube, gc.Ray, verdicts, false, func(r kuberay.Result) {
+		t.Logf("gc: %s %s: %s; %s", r.Action, r.Job.Name, r.Reason, r.Note)
+		if r.Action == kuberay.Unblocked {
+			unblocked = append(unblocked, r.Job.Name)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(unblocked, []string{name}) {
+		t.Fatalf("gc unblocked %v, want [%s]", unblocked, name)
+	}
+	waitGone(t, admin, ns, []string{name})
 }
 
 // craft creates a raystep RayJob the operator leaves alone, with status st.

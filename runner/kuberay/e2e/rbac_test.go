@@ -339,7 +339,7 @@ func (gcAction) do(t *testing.T, ns string, _ kuberay.Notify) error {
 		return err
 	}
 	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{})
-	return kuberay.Collect(t.Context(), c.Ray, verdicts, false, func(kuberay.Result) {})
+	return kuberay.Collect(t.Context(), c.Kube, c.Ray, verdicts, false, func(kuberay.Result) {})
 }
 
 // clients are ns/raystep's clients.
