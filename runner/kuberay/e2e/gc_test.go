@@ -69,21 +69,10 @@ func TestGCOrphans(t *testing.T) {
 		t.Fatal(t.Context().Err())
 	}
 
-	jobs, leases := inventory(t, admin, ns)
 	// The crafted RayJobs have no heartbeat Lease, as an older raystep's;
 	// the tiny grace judges them by their deadlines at once. The killed
 	// step released its Lease at its (keeping) teardown.
-	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
-	var deleted []string
-	err = kuberay.Collect(t.Context(), admin.Kube, admin.Ray, verdicts, false, func(r kuberay.Result) {
-		t.Logf("gc: %s %s: %s %s", r.Action, r.Job.Name, r.Reason, r.Note)
-		if r.Action == kuberay.Deleted {
-			deleted = append(deleted, r.Job.Name)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	deleted := collectAll(t, admin, ns, kuberay.Deleted)
 	slices.Sort(deleted)
 	want := []string{waiting, killed}
 	slices.Sort(want)
@@ -157,22 +146,30 @@ func TestGCUnblocksARayJobKubeRayHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, leases := inventory(t, gc, ns)
+	if unblocked := collectAll(t, gc, ns, kuberay.Unblocked); !slices.Equal(unblocked, []string{name}) {
+		t.Fatalf("gc unblocked %v, want [%s]", unblocked, name)
+	}
+	waitGone(t, admin, ns, []string{name})
+}
+
+// collectAll judges the RayJobs in ns as gc does, with a grace of a
+// nanosecond, collects them with c and returns the names of those whose action
+// was act.
+func collectAll(t *testing.T, c *kuberay.Clients, ns string, act kuberay.Action) []string {
+	t.Helper()
+	jobs, leases := inventory(t, c, ns)
 	verdicts := kuberay.JudgeAll(jobs, leases, time.Now(), kuberay.JudgeOptions{HeartbeatGrace: time.Nanosecond})
-	var unblocked []string
-	err = kuberay.Collect(t.Context(), gc.Kube, gc.Ray, verdicts, false, func(r kuberay.Result) {
+	var names []string
+	err := kuberay.Collect(t.Context(), c.Kube, c.Ray, verdicts, false, func(r kuberay.Result) {
 		t.Logf("gc: %s %s: %s; %s", r.Action, r.Job.Name, r.Reason, r.Note)
-		if r.Action == kuberay.Unblocked {
-			unblocked = append(unblocked, r.Job.Name)
+		if r.Action == act {
+			names = append(names, r.Job.Name)
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(unblocked, []string{name}) {
-		t.Fatalf("gc unblocked %v, want [%s]", unblocked, name)
-	}
-	waitGone(t, admin, ns, []string{name})
+	return names
 }
 
 // craft creates a raystep RayJob the operator leaves alone, with status st.
