@@ -53,6 +53,14 @@ past their ttlAfterFinished debugging window, running past timeouts.run,
 or still provisioning past timeouts.provision. Deleting a RayJob removes
 its RayCluster, pods and Lease.
 
+A RayJob already deleted that KubeRay still holds past --heartbeat-grace,
+its step gone, waits for its token Secret: KubeRay needs it to let the
+RayJob go while the RayCluster stands (the Secret was deleted, and the
+RayJob was deleted before its RayCluster, as kubectl delete does). gc makes
+the Secret again, with a fresh token owned by the RayJob, and says
+"unblocked"; KubeRay then lets the RayJob go and its RayCluster and pods
+follow.
+
 gc also clears away the local backend's interactive clusters on this
 machine that are expired (their supervisor stops them by itself; gc stops
 one that is still stopping) or whose head died, and keeps live ones.
