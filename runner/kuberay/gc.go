@@ -317,10 +317,11 @@ func (v Verdict) deleting() bool { return v.Job != nil && v.Job.DeletionTimestam
 // unblock makes the token Secret of the deleted RayJob of v again, with a
 // fresh token and owned by the RayJob, so that KubeRay can build its
 // dashboard client and drop its finalizer; the garbage collector then
-// removes the RayCluster, its pods and the Secret. KubeRay's request to
-// stop the Ray job with that token is refused, and KubeRay lets the
-// RayJob go all the same: the RayCluster's deletion ends the job. A
-// Secret that exists means something else holds the RayJob.
+// removes the RayCluster, its pods and the Secret. Ray, started with the
+// old token, may refuse KubeRay's request to stop the job with the new
+// one; KubeRay lets the RayJob go whether that request succeeds or not,
+// and the RayCluster's deletion ends the job. A Secret that exists means
+// something else holds the RayJob.
 func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
 	s := AuthSecret(v.Job)
 	token, err := NewAuthToken()
