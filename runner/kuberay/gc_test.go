@@ -239,7 +239,9 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 		}
 		var reported []string
 		err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{})}, dry,
-			func(r Result) { reported = append(reported, strings.TrimSpace(string(r.Action)+" "+r.Job.Name+": "+r.Note)) })
+			func(r Result) {
+				reported = append(reported, strings.TrimSpace(string(r.Action)+" "+r.Job.Name+": "+r.Note))
+			})
 		if err != nil {
 			t.Fatal(err)
 		}
