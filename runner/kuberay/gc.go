@@ -175,7 +175,8 @@ func judgeDeleted(v Verdict, lease *coordinationv1.Lease, now time.Time, grace t
 	j := v.Job
 	v.Reason = "already being deleted"
 	since := now.Sub(j.DeletionTimestamp.Time)
-	if !heldByKubeRay(j) || AuthSecret(j) == nil || since < grace {
+	secret := AuthSecret(j)
+	if !heldByKubeRay(j) || secret == nil || since < grace {
 		return v
 	}
 	if hv, decided := judgeHeartbeat(v, lease, now, grace); decided && !hv.Collect {
@@ -183,7 +184,7 @@ func judgeDeleted(v Verdict, lease *coordinationv1.Lease, now time.Time, grace t
 	}
 	v.Collect = true
 	v.Reason = fmt.Sprintf("deleted %s ago but still held by KubeRay (finalizer %s), which needs the token Secret %s to let it go",
-		since.Round(time.Second), kuberayJobFinalizer, AuthSecret(j).Name)
+		since.Round(time.Second), kuberayJobFinalizer, secret.Name)
 	return v
 }
 
