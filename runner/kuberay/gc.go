@@ -11,6 +11,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -315,6 +316,11 @@ func (v Verdict) Object() string {
 // deleting reports whether v judged a RayJob already being deleted.
 func (v Verdict) deleting() bool { return v.Job != nil && v.Job.DeletionTimestamp != nil }
 
+// AnnotationMadeByGC marks a token Secret that raystep gc made again to
+// unblock its RayJob, so that a second gc run tells it from one that was
+// there all along.
+const AnnotationMadeByGC = "raystep.dev/made-by-gc"
+
 // unblock makes the token Secret of the deleted RayJob of v again, with a
 // fresh token and owned by the RayJob, so that KubeRay can build its
 // dashboard client and drop its finalizer; the garbage collector then
@@ -322,7 +328,7 @@ func (v Verdict) deleting() bool { return v.Job != nil && v.Job.DeletionTimestam
 // old token, may refuse KubeRay's request to stop the job with the new
 // one; KubeRay lets the RayJob go whether that request succeeds or not,
 // and the RayCluster's deletion ends the job. A Secret that exists means
-// something else holds the RayJob.
+// something else holds the RayJob, unless gc made it (AnnotationMadeByGC).
 func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
 	s := AuthSecret(v.Job)
 	token, err := NewAuthToken()
@@ -330,14 +336,28 @@ func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
 		return Result{Verdict: v, Action: Failed, Err: err}
 	}
 	s.Data = map[string][]byte{AuthTokenKey: []byte(token)}
+	s.Annotations = map[string]string{AnnotationMadeByGC: "true"}
 	_, err = kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: FieldManager})
 	switch {
 	case err == nil:
 		return Result{Verdict: v, Action: Unblocked, Note: "made its token Secret " + s.Name + " again, so KubeRay lets it go"}
 	case apierrors.IsAlreadyExists(err):
-		return Result{Verdict: v, Action: Skipped, Note: "its token Secret " + s.Name + " exists, so something else holds it: the KubeRay operator's log says what"}
+		return Result{Verdict: v, Action: Skipped, Note: existingSecretNote(ctx, kube, s)}
 	}
 	return Result{Verdict: v, Action: Failed, Err: fmt.Errorf("make the token Secret %s/%s of %s again: %w", s.Namespace, s.Name, v.Object(), err)}
+}
+
+// existingSecretNote says why unblock did not make the token Secret s: an
+// earlier gc run made it (two runs at once, or KubeRay has not reconciled
+// the RayJob since), or it was there all along, and something else holds
+// the RayJob.
+func existingSecretNote(ctx context.Context, kube kubernetes.Interface, s *corev1.Secret) string {
+	found, err := kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil || found.Annotations[AnnotationMadeByGC] != "true" {
+		return "its token Secret " + s.Name + " exists, so something else holds it: the KubeRay operator's log says what"
+	}
+	return fmt.Sprintf("raystep gc made its token Secret %s again at %s, and KubeRay lets it go once it reconciles the RayJob; if it still holds it, the KubeRay operator's log says why",
+		s.Name, found.CreationTimestamp.UTC().Format(time.RFC3339))
 }
 
 // deleteJudged deletes the RayJob or RayCluster of v in the foreground,

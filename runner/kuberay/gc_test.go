@@ -227,7 +227,8 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 	for _, dry := range []bool{true, false} {
 		held := heldAt("held", 10*time.Minute, kuberayJobFinalizer)
 		other := heldAt("other", 10*time.Minute, kuberayJobFinalizer)
-		f := newFakes(t, held, other)
+		again := heldAt("again", 10*time.Minute, kuberayJobFinalizer)
+		f := newFakes(t, held, other, again)
 		f.ray.PrependReactor("delete", "rayjobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			t.Errorf("Collect deleted %s, which is already being deleted", a.(k8stesting.DeleteAction).GetName())
 			return true, nil, nil
@@ -237,8 +238,15 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 		if _, err := f.kube.CoreV1().Secrets(testNS).Create(t.Context(), kept, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// An earlier gc run (or one beside this) made again's Secret.
+		made := AuthSecret(again)
+		made.Annotations = map[string]string{AnnotationMadeByGC: "true"}
+		made.CreationTimestamp = metav1.NewTime(gcNow.Add(-3 * time.Second))
+		if _, err := f.kube.CoreV1().Secrets(testNS).Create(t.Context(), made, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		var reported []string
-		err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{})}, dry,
+		err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{}), Judge(again, nil, gcNow, JudgeOptions{})}, dry,
 			func(r Result) {
 				reported = append(reported, strings.TrimSpace(string(r.Action)+" "+r.Job.Name+": "+r.Note))
 			})
@@ -246,9 +254,11 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"unblocked held: made its token Secret held-ray-auth again, so KubeRay lets it go",
-			"skipped other: its token Secret other-ray-auth exists, so something else holds it: the KubeRay operator's log says what"}
+			"skipped other: its token Secret other-ray-auth exists, so something else holds it: the KubeRay operator's log says what",
+			"skipped again: raystep gc made its token Secret again-ray-auth again at " + gcNow.Add(-3*time.Second).UTC().Format(time.RFC3339) +
+				", and KubeRay lets it go once it reconciles the RayJob; if it still holds it, the KubeRay operator's log says why"}
 		if dry {
-			want = []string{"would unblock held:", "would unblock other:"}
+			want = []string{"would unblock held:", "would unblock other:", "would unblock again:"}
 		}
 		if diff := cmp.Diff(want, reported); diff != "" {
 			t.Errorf("dry-run=%v: reported (-want +got):\n%s", dry, diff)
@@ -262,8 +272,8 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 			t.Errorf("Secret held-ray-auth after Collect: %v", err)
 		default:
 			owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "held", UID: held.UID}}
-			if diff := cmp.Diff(owner, s.OwnerReferences); diff != "" || len(s.Data[AuthTokenKey]) != 64 {
-				t.Errorf("the Secret made again: owners (-want +got):\n%s\ntoken of %d bytes, want 64 hex digits", diff, len(s.Data[AuthTokenKey]))
+			if diff := cmp.Diff(owner, s.OwnerReferences); diff != "" || len(s.Data[AuthTokenKey]) != 64 || s.Annotations[AnnotationMadeByGC] != "true" {
+				t.Errorf("the Secret made again: owners (-want +got):\n%s\ntoken of %d bytes, want 64 hex digits; annotations %v, want %s", diff, len(s.Data[AuthTokenKey]), s.Annotations, AnnotationMadeByGC)
 			}
 		}
 		if got, _ := f.kube.CoreV1().Secrets(testNS).Get(t.Context(), "other-ray-auth", metav1.GetOptions{}); got == nil || string(got.Data[AuthTokenKey]) != "the step's token" {
