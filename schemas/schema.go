@@ -152,6 +152,10 @@ func describe(k jsonschema.ErrorKind) string {
 		return fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)
 	case *kind.MaxLength:
 		return fmt.Sprintf("must be at most %d characters, got %d", k.Want, k.Got)
+	case *kind.Enum:
+		if s := suggestValue(k.Got, k.Want); s != "" {
+			return fmt.Sprintf("%s (did you mean %q?)", k.LocalizedString(english), s)
+		}
 	}
 	return k.LocalizedString(english)
 }

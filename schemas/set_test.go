@@ -101,6 +101,11 @@ func TestSetErrorsBlameTheOverride(t *testing.T) {
 			want: `--set spec.teardown=sometimes: /spec/teardown: value must be one of 'always', 'on_success', 'never'`,
 		},
 		{
+			name: "a value close to an allowed one",
+			set:  []string{"spec.teardown=On_Sucess"},
+			want: `--set spec.teardown=On_Sucess: /spec/teardown: value must be one of 'always', 'on_success', 'never' (did you mean "on_success"?)`,
+		},
+		{
 			name: "unknown key",
 			set:  []string{"spec.timeouts.rn=10m"},
 			want: `--set spec.timeouts.rn=10m: /spec/timeouts/rn: unknown key "rn" (did you mean "run"?)`,

@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"iter"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -26,9 +28,31 @@ func suggestKey(root *jsonschema.Schema, instance []string, unknown string) stri
 	if sch == nil {
 		return ""
 	}
+	return closest(unknown, maps.Keys(sch.Properties))
+}
+
+// suggestValue proposes the allowed value of an enum closest to a string
+// that is none of them; "" when none is close or got is not a string.
+func suggestValue(got any, allowed []any) string {
+	s, ok := got.(string)
+	if !ok {
+		return ""
+	}
+	return closest(s, func(yield func(string) bool) {
+		for _, a := range allowed {
+			if w, ok := a.(string); ok && !yield(w) {
+				return
+			}
+		}
+	})
+}
+
+// closest is the candidate nearest to s, ignoring case, within an edit
+// distance of 2 (ties go to the first in sort order); "" when none is.
+func closest(s string, candidates iter.Seq[string]) string {
 	best, bestDist := "", 3
-	for name := range sch.Properties {
-		if d := distance(strings.ToLower(unknown), strings.ToLower(name)); d < bestDist || d == bestDist && name < best {
+	for name := range candidates {
+		if d := distance(strings.ToLower(s), strings.ToLower(name)); d < bestDist || d == bestDist && name < best {
 			best, bestDist = name, d
 		}
 	}
