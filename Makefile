@@ -49,8 +49,11 @@ k8s-bins:
 
 ## sandbox: a local Kubernetes with fake GPU nodes, the KubeRay operator and a
 ## Ray head, until Ctrl-C; prints a directory with a kubeconfig and an env file
+# Built, then run, rather than `go run`, which does not pass signals on:
+# SIGTERM to make reaches the sandbox, which stops everything it started.
 sandbox: venv k8s-bins
-	$(GO) run ./test/cluster/sandbox $(SANDBOX_ARGS)
+	$(GO) build -o $(BIN)/sandbox ./test/cluster/sandbox
+	$(BIN)/sandbox $(SANDBOX_ARGS)
 
 vet:
 	$(GO) vet ./...
