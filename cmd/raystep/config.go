@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
@@ -68,7 +71,67 @@ type config struct {
 func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error) {
 	var c config
 	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: lookup}); err != nil {
-		return nil, &usageError{fmt.Errorf("read RAYSTEP_* environment: %w", err)}
+		return nil, &usageError{envError(err, lookup)}
+	}
+	for _, f := range envFields(reflect.ValueOf(&c).Elem(), "") {
+		if d, ok := f.value.Interface().(time.Duration); ok && d < 0 {
+			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
+		}
 	}
 	return &c, nil
+}
+
+// envField is one field of config that an environment variable sets.
+type envField struct {
+	path  string // envconfig's name for it in errors: "Kube: PortForwardGiveUp"
+	env   string
+	value reflect.Value
+}
+
+// envFields lists the fields of the struct v that environment variables
+// set, nested structs included.
+func envFields(v reflect.Value, prefix string) []envField {
+	var fields []envField
+	for i := range v.NumField() {
+		sf, fv := v.Type().Field(i), v.Field(i)
+		tag, ok := sf.Tag.Lookup("env")
+		switch {
+		case ok:
+			name, _, _ := strings.Cut(tag, ",")
+			fields = append(fields, envField{path: prefix + sf.Name, env: name, value: fv})
+		case sf.Type.Kind() == reflect.Struct:
+			fields = append(fields, envFields(fv, prefix+sf.Name+": ")...)
+		}
+	}
+	return fields
+}
+
+// envError words envconfig's error, which names a Go field, by the
+// environment variable a person set: RAYSTEP_PORT_FORWARD_GIVE_UP="x" is
+// not a duration, rather than Kube: PortForwardGiveUp: time: invalid
+// duration "x".
+func envError(err error, lookup envconfig.Lookuper) error {
+	msg := err.Error()
+	for _, f := range envFields(reflect.ValueOf(&config{}).Elem(), "") {
+		rest, ok := strings.CutPrefix(msg, f.path+": ")
+		if !ok {
+			continue
+		}
+		value := lookupValue(lookup, f.env)
+		switch f.value.Interface().(type) {
+		case time.Duration:
+			return fmt.Errorf("%s=%s: expected a duration (e.g. 90s, 15m, 24h)", f.env, value)
+		case bool:
+			return fmt.Errorf("%s=%s: expected true or false", f.env, value)
+		}
+		return fmt.Errorf("%s=%s: %s", f.env, value, rest)
+	}
+	return fmt.Errorf("read RAYSTEP_* environment: %w", err)
+}
+
+// lookupValue is the value of the environment variable name, quoted so
+// that control characters cannot reach the terminal.
+func lookupValue(lookup envconfig.Lookuper, name string) string {
+	v, _ := lookup.Lookup(name)
+	return strconv.Quote(v)
 }

@@ -113,6 +113,26 @@ func TestLoadConfigKube(t *testing.T) {
 	}
 }
 
+// TestLoadConfigErrorsNameTheVariable: a bad RAYSTEP_* value is a usage
+// error that names the variable a person set and what was expected, not
+// the Go field it fills.
+func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]string{
+		"RAYSTEP_PORT_FORWARD_GIVE_UP=soon": `RAYSTEP_PORT_FORWARD_GIVE_UP="soon": expected a duration (e.g. 90s, 15m, 24h)`,
+		"RAYSTEP_DASHBOARD_OUTAGE=-5s":      `RAYSTEP_DASHBOARD_OUTAGE="-5s": expected a duration above zero (e.g. 90s, 15m, 24h)`,
+		"RAYSTEP_DASHBOARD_IN_CLUSTER=yes!": `RAYSTEP_DASHBOARD_IN_CLUSTER="yes!": expected true or false`,
+		"RAYSTEP_DASHBOARD_OUTAGE=\x1b[2J":  `RAYSTEP_DASHBOARD_OUTAGE="\x1b[2J": expected a duration (e.g. 90s, 15m, 24h)`,
+	} {
+		name, value, _ := strings.Cut(env, "=")
+		_, err := loadConfig(context.Background(), envconfig.MapLookuper(map[string]string{name: value}))
+		var usage *usageError
+		if !errors.As(err, &usage) || err.Error() != want {
+			t.Errorf("%s: loadConfig error = %v, want the usage error %q", env, err, want)
+		}
+	}
+}
+
 func readFile(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(name)
