@@ -75,7 +75,7 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 	}
 	for _, f := range envFields(reflect.ValueOf(&c).Elem(), "") {
 		if d, ok := f.value.Interface().(time.Duration); ok && d < 0 {
-			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
+			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration that is not negative (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
 		}
 	}
 	return &c, nil

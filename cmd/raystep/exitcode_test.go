@@ -120,7 +120,7 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for env, want := range map[string]string{
 		"RAYSTEP_PORT_FORWARD_GIVE_UP=soon": `RAYSTEP_PORT_FORWARD_GIVE_UP="soon": expected a duration (e.g. 90s, 15m, 24h)`,
-		"RAYSTEP_DASHBOARD_OUTAGE=-5s":      `RAYSTEP_DASHBOARD_OUTAGE="-5s": expected a duration above zero (e.g. 90s, 15m, 24h)`,
+		"RAYSTEP_DASHBOARD_OUTAGE=-5s":      `RAYSTEP_DASHBOARD_OUTAGE="-5s": expected a duration that is not negative (e.g. 90s, 15m, 24h)`,
 		"RAYSTEP_DASHBOARD_IN_CLUSTER=yes!": `RAYSTEP_DASHBOARD_IN_CLUSTER="yes!": expected true or false`,
 		"RAYSTEP_DASHBOARD_OUTAGE=\x1b[2J":  `RAYSTEP_DASHBOARD_OUTAGE="\x1b[2J": expected a duration (e.g. 90s, 15m, 24h)`,
 	} {
