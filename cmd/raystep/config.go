@@ -74,8 +74,14 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 		return nil, &usageError{envError(err, lookup)}
 	}
 	for _, f := range envFields(reflect.ValueOf(&c).Elem(), "") {
-		if d, ok := f.value.Interface().(time.Duration); ok && d < 0 {
+		d, ok := f.value.Interface().(time.Duration)
+		switch {
+		case !ok:
+		case d < 0:
 			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration that is not negative (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
+		case d == 0 && f.defaultValue != "" && f.defaultValue != "0s":
+			// Zero would silently mean the default to the code that reads it.
+			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, %s", f.env, lookupValue(lookup, f.env), f.defaultValue)}
 		}
 	}
 	return &c, nil
@@ -83,9 +89,10 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 
 // envField is one field of config that an environment variable sets.
 type envField struct {
-	path  string // envconfig's name for it in errors: "Kube: PortForwardGiveUp"
-	env   string
-	value reflect.Value
+	path         string // envconfig's name for it in errors: "Kube: PortForwardGiveUp"
+	env          string
+	defaultValue string // the tag's default=, "" if none
+	value        reflect.Value
 }
 
 // envFields lists the fields of the struct v that environment variables
@@ -97,8 +104,14 @@ func envFields(v reflect.Value, prefix string) []envField {
 		tag, ok := sf.Tag.Lookup("env")
 		switch {
 		case ok:
-			name, _, _ := strings.Cut(tag, ",")
-			fields = append(fields, envField{path: prefix + sf.Name, env: name, value: fv})
+			name, opts, _ := strings.Cut(tag, ",")
+			var def string
+			for opt := range strings.SplitSeq(opts, ",") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(opt), "default="); ok {
+					def = v
+				}
+			}
+			fields = append(fields, envField{path: prefix + sf.Name, env: name, defaultValue: def, value: fv})
 		case sf.Type.Kind() == reflect.Struct:
 			fields = append(fields, envFields(fv, prefix+sf.Name+": ")...)
 		}

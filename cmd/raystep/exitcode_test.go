@@ -123,6 +123,10 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		"RAYSTEP_DASHBOARD_OUTAGE=-5s":      `RAYSTEP_DASHBOARD_OUTAGE="-5s": expected a duration that is not negative (e.g. 90s, 15m, 24h)`,
 		"RAYSTEP_DASHBOARD_IN_CLUSTER=yes!": `RAYSTEP_DASHBOARD_IN_CLUSTER="yes!": expected true or false`,
 		"RAYSTEP_DASHBOARD_OUTAGE=\x1b[2J":  `RAYSTEP_DASHBOARD_OUTAGE="\x1b[2J": expected a duration (e.g. 90s, 15m, 24h)`,
+		// Zero would silently stand for the default.
+		"RAYSTEP_DASHBOARD_OUTAGE=0":     `RAYSTEP_DASHBOARD_OUTAGE="0": expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, 3m`,
+		"RAYSTEP_HEARTBEAT_INTERVAL=0s":  `RAYSTEP_HEARTBEAT_INTERVAL="0s": expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, 15s`,
+		"RAYSTEP_PORT_FORWARD_GIVE_UP=0": `RAYSTEP_PORT_FORWARD_GIVE_UP="0": expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, 2m`,
 	} {
 		name, value, _ := strings.Cut(env, "=")
 		_, err := loadConfig(context.Background(), envconfig.MapLookuper(map[string]string{name: value}))
@@ -130,6 +134,11 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		if !errors.As(err, &usage) || err.Error() != want {
 			t.Errorf("%s: loadConfig error = %v, want the usage error %q", env, err, want)
 		}
+	}
+	// Zero grace is a setting of its own: fail at once on an Unschedulable pod.
+	c, err := loadConfig(context.Background(), envconfig.MapLookuper(map[string]string{"RAYSTEP_UNSCHEDULABLE_GRACE": "0"}))
+	if err != nil || c.Kube.UnschedulableGrace != 0 {
+		t.Errorf("RAYSTEP_UNSCHEDULABLE_GRACE=0: loadConfig = %v, %v; want no grace and no error", c, err)
 	}
 }
 
