@@ -39,6 +39,15 @@ def waits() -> Iterator[float]:
 class MessageFileReader(dg.PipesMessageReader):
     """Read Pipes messages from a temporary file, with a reader thread that sleeps while it is quiet."""
 
+    @property
+    def expected_writer_count(self) -> int:
+        """One writer: raystep. Dagster reads this for every session.
+
+        Dagster's own definition is marked preview, so reading it warned on every step's process
+        that this was "not considered ready for production use", although no raystep user chose it.
+        """
+        return 1
+
     @contextmanager
     def read_messages(
         self, handler: dg.PipesMessageHandler

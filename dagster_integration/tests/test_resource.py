@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -268,6 +269,25 @@ def test_asset_and_check_results_come_from_pipes(
         in logs
     )
     assert "stand-in extras {}" in logs
+
+
+def test_a_step_shows_no_preview_warning(stand_in: Path) -> None:
+    """A Pipes session warns of nothing its user did not choose: no Dagster preview feature."""
+    model, check = _defs_for_stand_in()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = dg.materialize(
+            [model, check],
+            instance=dg.DagsterInstance.ephemeral(),
+            resources={
+                "raystep": RaystepResource(binary=str(stand_in), backend="local")
+            },
+        )
+    assert result.success
+    previews = [
+        str(w.message) for w in seen if issubclass(w.category, dg.PreviewWarning)
+    ]
+    assert previews == []
 
 
 def test_run_config_overrides_come_last(stand_in: Path, tmp_path: Path) -> None:
