@@ -79,12 +79,18 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 		case !ok:
 		case d < 0:
 			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration that is not negative (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
-		case d == 0 && f.defaultValue != "" && f.defaultValue != "0s":
+		case d == 0 && positive(f.defaultValue):
 			// Zero would silently mean the default to the code that reads it.
 			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, %s", f.env, lookupValue(lookup, f.env), f.defaultValue)}
 		}
 	}
 	return &c, nil
+}
+
+// positive is whether the duration s, a field's default, is above zero.
+func positive(s string) bool {
+	d, err := time.ParseDuration(s)
+	return err == nil && d > 0
 }
 
 // envField is one field of config that an environment variable sets.
