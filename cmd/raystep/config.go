@@ -78,14 +78,17 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 		switch {
 		case !ok:
 		case d < 0:
-			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration that is not negative (e.g. 90s, 15m, 24h)", f.env, lookupValue(lookup, f.env))}
+			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration that is not negative %s", f.env, lookupValue(lookup, f.env), durationExamples)}
 		case d == 0 && positive(f.defaultValue):
 			// Zero would silently mean the default to the code that reads it.
-			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero (e.g. 90s, 15m, 24h); unset it for the default, %s", f.env, lookupValue(lookup, f.env), f.defaultValue)}
+			return nil, &usageError{fmt.Errorf("%s=%s: expected a duration above zero %s; unset it for the default, %s", f.env, lookupValue(lookup, f.env), durationExamples, f.defaultValue)}
 		}
 	}
 	return &c, nil
 }
+
+// durationExamples ends the errors about a RAYSTEP_* duration.
+const durationExamples = "(e.g. 90s, 15m, 24h)"
 
 // positive is whether the duration s, a field's default, is above zero.
 func positive(s string) bool {
@@ -139,7 +142,7 @@ func envError(err error, lookup envconfig.Lookuper) error {
 		value := lookupValue(lookup, f.env)
 		switch f.value.Interface().(type) {
 		case time.Duration:
-			return fmt.Errorf("%s=%s: expected a duration (e.g. 90s, 15m, 24h)", f.env, value)
+			return fmt.Errorf("%s=%s: expected a duration %s", f.env, value, durationExamples)
 		case bool:
 			return fmt.Errorf("%s=%s: expected true or false", f.env, value)
 		}

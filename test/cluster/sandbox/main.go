@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -32,8 +34,8 @@ func main() {
 // plane, the operator and the Ray head running with nobody to stop them.
 func stopWithParent() error {
 	parent := os.Getppid()
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0); errno != 0 {
-		return fmt.Errorf("ask for a signal when the parent ends: %w", errno)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0); err != nil {
+		return fmt.Errorf("ask for a signal when the parent ends: %w", err)
 	}
 	if os.Getppid() != parent { // it ended before the request was made
 		return fmt.Errorf("the process that started the sandbox (pid %d) is gone", parent)
