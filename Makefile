@@ -90,9 +90,8 @@ MODULE = github.com/raystep/raystep
 
 # test-compile compiles every package test-go's binaries are made of, with
 # the flags test-go uses, and links none: .ci/run warms Go's build cache
-# with it while it installs the rest. go test links its binaries again
-# whatever is cached (Go does not cache test executables), so linking them
-# ahead only doubled the links: about 35 CPU-s of a 2-core machine's setup.
+# with it while it installs the rest. Linking ahead would be wasted: Go
+# does not cache test executables, so go test links them again anyway.
 test-compile:
 	$(GO) list -race -export -test -deps $(UNIT_PKGS) >/dev/null
 	$(GO) list -export -test -deps $(E2E_PKGS) >/dev/null
