@@ -102,6 +102,7 @@ type follower struct {
 	reported bool      // onOutage heard of the current outage
 	fails    int       // tries in a row that delivered nothing, for the backoff
 	start    time.Time // when Follow began, about when the job was submitted
+	running  time.Time // when a poll first saw the job past PENDING; zero before
 }
 
 // tryError is a failed try of Follow that another try may cure: the
@@ -128,12 +129,13 @@ func (f *follower) try(ctx context.Context) error {
 		defer cancel()
 	}
 	before := f.sw.delivered
-	terminal, err := f.status(ctx)
+	st, err := f.status(ctx)
 	if err != nil {
 		return err
 	}
 	f.answered()
-	if !terminal {
+	f.saw(st)
+	if !st.Terminal() {
 		err = f.tail(ctx)
 	}
 	if err == nil {
@@ -188,28 +190,28 @@ func (f *follower) answered() {
 }
 
 // status asks once for the job's status. A refusal other than "not found"
-// leaves the status unknown (false, nil): the tail's handshake then meets
-// the same refusal and reports it.
-func (f *follower) status(ctx context.Context) (terminal bool, err error) {
+// leaves the status unknown ("", nil): the tail's handshake then meets the
+// same refusal and reports it.
+func (f *follower) status(ctx context.Context) (Status, error) {
 	resp, err := f.get(ctx, "/api/jobs/"+url.PathEscape(f.id))
 	var te *tryError
 	var apiErr *APIError
 	switch {
 	case errors.As(err, &te):
-		return false, &tryError{err: fmt.Errorf("get job %s: %w", f.id, te.err), start: te.start}
+		return "", &tryError{err: fmt.Errorf("get job %s: %w", f.id, te.err), start: te.start}
 	case errors.As(err, &apiErr):
-		return false, nil
+		return "", nil
 	case err != nil:
-		return false, fmt.Errorf("get job %s: %w", f.id, err)
+		return "", fmt.Errorf("get job %s: %w", f.id, err)
 	}
 	defer resp.Body.Close()
 	var d struct {
 		Status Status `json:"status"` // only: decoding the whole details costs more than the request
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		return false, &tryError{err: fmt.Errorf("get job %s: %w", f.id, err), start: time.Now()}
+		return "", &tryError{err: fmt.Errorf("get job %s: %w", f.id, err), start: time.Now()}
 	}
-	return d.Status.Terminal(), nil
+	return d.Status, nil
 }
 
 // get sends one GET, without the retry policy, and returns a 200 answer

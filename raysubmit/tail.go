@@ -46,20 +46,41 @@ func (f *follower) tail(ctx context.Context) error {
 
 // Ray tells a job's end only through its status: its log tail ends one
 // to two seconds later (the dashboard looks at the log file once a
-// second). So Follow asks for the status often while the job is young
-// and less often as it ages: it waits 1/pollShare of the time it has
-// followed the job, at least minPoll and at most PollInterval. A job's end
-// is noticed within about a quarter of a percent of its run time, tens of
+// second). So Follow asks for the status often while the job's driver is
+// young and less often as it ages: it waits 1/pollShare of the time the
+// driver has run, at least minPoll and at most PollInterval. A job's end is
+// noticed within about a quarter of a percent of its run time, tens of
 // milliseconds for a short one, while a long one costs the dashboard one
 // request a PollInterval, as a fixed poll would.
+//
+// A PENDING job has no driver yet: Ray is starting the job's supervisor
+// (about a second on an idle head) or building its runtime environment
+// (minutes, for a pip install). It can only fail or start from there, so
+// Follow asks every pendingPoll at least, counting the job's age from when
+// Follow began; the driver's age counts from the first poll that saw the
+// job past PENDING. A driver that runs for pendingPoll or longer is seen
+// running before it ends, and its end within minPoll.
 const (
-	minPoll   = 50 * time.Millisecond
-	pollShare = 200
+	minPoll     = 50 * time.Millisecond
+	pendingPoll = 100 * time.Millisecond
+	pollShare   = 200
 )
 
 // nextPoll is how long poll waits before it asks again.
 func (f *follower) nextPoll() time.Duration {
-	return min(max(time.Since(f.start)/pollShare, minPoll), max(f.c.PollInterval, minPoll))
+	floor, since := pendingPoll, f.start
+	if !f.running.IsZero() {
+		floor, since = minPoll, f.running
+	}
+	return min(max(time.Since(since)/pollShare, floor), max(f.c.PollInterval, floor))
+}
+
+// saw records a status a poll read: the first one past PENDING starts the
+// driver's clock (nextPoll). An unknown status ("") changes nothing.
+func (f *follower) saw(st Status) {
+	if f.running.IsZero() && st != "" && st != StatusPending {
+		f.running = time.Now()
+	}
 }
 
 // poll asks for the job's status while the tail runs (nextPoll). It ends
@@ -76,18 +97,19 @@ func (f *follower) poll(ctx context.Context, stop context.CancelCauseFunc, frame
 		case <-timer.C:
 		}
 		before := frames.Load()
-		terminal, err := f.status(ctx)
+		st, err := f.status(ctx)
 		var te *tryError
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err == nil && terminal:
+		case err == nil && st.Terminal():
 			stop(errTerminal)
 			return
 		case errors.As(err, &te) && frames.Load() == before:
 			stop(te)
 			return
 		}
+		f.saw(st)
 		timer.Reset(f.nextPoll())
 	}
 }
@@ -124,11 +146,11 @@ func (f *follower) tailOnce(ctx context.Context, stop context.CancelCauseFunc, f
 // closed checks the job's status after the server ended the tail: Ray ends
 // it when the job is terminal; otherwise it is a dropped stream.
 func (f *follower) closed(ctx context.Context) error {
-	terminal, err := f.status(ctx)
+	st, err := f.status(ctx)
 	switch {
 	case err != nil:
 		return err
-	case !terminal:
+	case !st.Terminal():
 		return &tryError{err: errors.New("log tail closed while the job runs"), start: time.Now(), drop: true}
 	}
 	return nil
