@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"html/template"
 	"net/http"
 	"net/url"
 	"sync"
@@ -20,7 +19,7 @@ import (
 // probe of its head). It is complete without JavaScript; detail.js keeps
 // it live from /clusters/{namespace}/{name}/events.
 
-var detailPage = template.Must(template.ParseFS(assets, "assets/detail.html"))
+var detailPage = parsed("assets/detail.html")
 
 // detailState is what the cluster pages share: the probes of heads and
 // the log tails, started on first use.
@@ -175,7 +174,7 @@ func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	p.await(r.Context(), 10*time.Second) // a page without JavaScript shows the first poll
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := detailPage.Execute(w, s.clusterData(rec, p)); err != nil {
+	if err := detailPage().Execute(w, s.clusterData(rec, p)); err != nil {
 		http.Error(w, "render the cluster page: "+err.Error(), http.StatusInternalServerError)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"io/fs"
 	"net/http"
@@ -28,8 +27,8 @@ import (
 // server's Auth, Host and Origin checks, like every other route.
 
 var (
-	historyPage     = template.Must(template.ParseFS(assets, "assets/history.html"))
-	historyStepPage = template.Must(template.ParseFS(assets, "assets/history_step.html"))
+	historyPage     = parsed("assets/history.html")
+	historyStepPage = parsed("assets/history_step.html")
 )
 
 // historyRows is how many steps the list page shows; /api/history has
@@ -182,7 +181,7 @@ func (s *Server) historyList(w http.ResponseWriter, r *http.Request) {
 		d.Errors = append(d.Errors, e.Error())
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := historyPage.Execute(w, d); err != nil {
+	if err := historyPage().Execute(w, d); err != nil {
 		http.Error(w, "render the page: "+err.Error(), http.StatusInternalServerError)
 	}
 }
@@ -309,7 +308,7 @@ func (s *Server) historyStep(w http.ResponseWriter, r *http.Request) {
 		d.Log = string(data)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := historyStepPage.Execute(w, d); err != nil {
+	if err := historyStepPage().Execute(w, d); err != nil {
 		http.Error(w, "render the page: "+err.Error(), http.StatusInternalServerError)
 	}
 }

@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"errors"
-	"html/template"
 	"io"
 	"net/http"
 	"strings"
@@ -25,7 +24,7 @@ const (
 	tailLinger = 2 * time.Minute
 )
 
-var logPage = template.Must(template.ParseFS(assets, "assets/log.html"))
+var logPage = parsed("assets/log.html")
 
 // tail is the shared tail of one job's log.
 type tail struct {
@@ -139,7 +138,7 @@ func (s *Server) logPage(w http.ResponseWriter, r *http.Request) {
 		d.Error = err.Error()
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := logPage.Execute(w, d); err != nil {
+	if err := logPage().Execute(w, d); err != nil {
 		http.Error(w, "render the log page: "+err.Error(), http.StatusInternalServerError)
 	}
 }

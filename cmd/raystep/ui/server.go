@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/raystep/raystep/fleet"
@@ -18,7 +19,19 @@ import (
 //go:embed assets
 var assets embed.FS
 
-var page = template.Must(template.ParseFS(assets, "assets/page.html"))
+// The pages' templates are parsed the first time one is served, not at
+// start-up: every raystep command links this package, and a step's
+// process would otherwise parse them all (about a millisecond) for
+// nothing. TestTemplatesParse parses each.
+var page = parsed("assets/page.html")
+
+// parsed returns the template of the embedded file name, parsed once, on
+// first use.
+func parsed(name string) func() *template.Template {
+	return sync.OnceValue(func() *template.Template {
+		return template.Must(template.ParseFS(assets, name))
+	})
+}
 
 // Server answers the page (/), its assets (/static/), the JSON API
 // (/api/clusters) and live updates (/events) from a Store.
@@ -93,7 +106,7 @@ func (s *Server) render(w io.Writer, f Filter) error {
 	for i, rec := range records {
 		d.Rows[i] = view(rec, now, s.Dagster)
 	}
-	return page.Execute(w, d)
+	return page().Execute(w, d)
 }
 
 func (s *Server) matching(all []*Record, f Filter) []*Record {
