@@ -5,7 +5,7 @@
 No Ray and no raystep: `RaystepResource` runs a stand-in that only writes the Pipes messages a
 trivial step on an existing head sends (Pipes' `opened`, raystep's six phase lines, the
 materialization, `closed`), so what is measured is Dagster's side alone. Each case materializes
-one asset in this process, right after an unmeasured run of itself; the cases alternate, -n rounds. The table gives the
+one asset in this process, right after an unmeasured run of itself (its warm-up); the cases alternate, -n rounds. The table gives the
 median CPU time of this process (RUSAGE_SELF: the stand-in's own CPU is not in it) and what the case
 adds to the row it is read against (the median of their differences round by round). The last two rows wait as long as a trivial job takes on a
 2-core machine: an asset that only sleeps, and the step with a stand-in that sleeps after writing.
@@ -176,8 +176,6 @@ def main() -> None:
             ),
         ]
         instance = dg.DagsterInstance.ephemeral()
-        for _, asset, resources, _ in cases:
-            dg.materialize([asset], resources=resources(), instance=instance)
         cpu: dict[str, list[float]] = {name: [] for name, _, _, _ in cases}
         for _ in range(a.n):
             for name, asset, resources, _ in cases:
