@@ -1,5 +1,5 @@
 // Package quickstart makes raystep's start-up cheaper. The packages it
-// links (client-go's scheme, the JSON Schema metaschemas) allocate a few
+// links (the JSON Schema metaschemas above all) allocate a few
 // MiB in their init functions, all of which stays live, so a garbage
 // collection during init is work thrown away; and validate, render,
 // schema and version end within milliseconds, so one during the command is

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -82,8 +81,8 @@ type DashboardOptions struct {
 // RayCluster and pods) at teardown.
 type Backend struct {
 	// Kube and Ray are the clients; see Connect.
-	Kube kubernetes.Interface
-	Ray  rayclient.Interface
+	Kube kubeapi.Interface
+	Ray  kubeapi.RayInterface
 	// Config is the REST config behind Kube, used for port-forwards; nil
 	// disables them.
 	Config *rest.Config

@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 const testNS = "ml-ads"
@@ -47,7 +48,7 @@ func newFakes(t *testing.T, objs ...runtime.Object) *fakes {
 	// KubeRay's generated NewClientset has no type converter for its own
 	// kinds (creates fail with "no type found"); the simple one works.
 	f := &fakes{kube: kubefake.NewClientset(), ray: rayfake.NewSimpleClientset(objs...)}
-	f.b = &Backend{Kube: f.kube, Ray: f.ray, Spec: spec, Profile: profile,
+	f.b = &Backend{Kube: kubeapitest.Kube(f.kube), Ray: kubeapitest.Ray(f.ray), Spec: spec, Profile: profile,
 		Dashboard: DashboardOptions{URL: "http://127.0.0.1:8265"},
 		Notify: func(level, msg string) {
 			f.mu.Lock()

@@ -8,13 +8,12 @@ import (
 	"path/filepath"
 	"sync"
 
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // ConnectOptions says which Kubernetes cluster to talk to.
@@ -45,8 +44,8 @@ type ConnectOptions struct {
 type Clients struct {
 	// Config is the REST config they were built from.
 	Config *rest.Config
-	Kube   kubernetes.Interface
-	Ray    rayclient.Interface
+	Kube   kubeapi.Interface
+	Ray    kubeapi.RayInterface
 	// Namespace is the kubeconfig context's namespace ("default" when it
 	// sets none, or the pod's namespace in a cluster).
 	Namespace string
@@ -106,15 +105,11 @@ func NewClients(cfg *rest.Config, o ConnectOptions) (*Clients, error) {
 	if o.Wrap != nil {
 		cfg.Wrap(o.Wrap)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build Kubernetes client: %w", err)
 	}
-	ray, err := rayclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build KubeRay client: %w", err)
-	}
-	return &Clients{Config: cfg, Kube: kube, Ray: ray, Namespace: "default"}, nil
+	return &Clients{Config: cfg, Kube: cs, Ray: cs, Namespace: "default"}, nil
 }
 
 // warnOnce passes each distinct API server warning on once: to the

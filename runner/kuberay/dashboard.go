@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // dashboardPort is the Ray dashboard's port on the head pod.
@@ -186,7 +186,7 @@ func (c *Cluster) dialForward(ctx context.Context, port uint16, stop chan struct
 // one) to port remote of pod ns/pod, and returns the local port and a
 // channel that receives when the forward ends (after stop is closed, or
 // when the connection breaks).
-func dialPod(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, ns, pod string, local, remote uint16, stop chan struct{}) (uint16, <-chan error, error) {
+func dialPod(ctx context.Context, cfg *rest.Config, kube kubeapi.Interface, ns, pod string, local, remote uint16, stop chan struct{}) (uint16, <-chan error, error) {
 	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return 0, nil, fmt.Errorf("port-forward to %s: %w", pod, err)

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // Verdict is what `raystep gc` decides about one RayJob or interactive
@@ -276,7 +276,7 @@ type Result struct {
 // skipped. A collectable RayJob already being deleted (judgeDeleted) is
 // unblocked instead: its token Secret is made again. The error joins the
 // failed deletes.
-func Collect(ctx context.Context, kube kubernetes.Interface, ray rayclient.Interface, verdicts []Verdict, dryRun bool, report func(Result)) error {
+func Collect(ctx context.Context, kube kubeapi.Interface, ray kubeapi.RayInterface, verdicts []Verdict, dryRun bool, report func(Result)) error {
 	var errs []error
 	for _, v := range verdicts {
 		r := Result{Verdict: v}
@@ -329,7 +329,7 @@ const AnnotationMadeByGC = "raystep.dev/made-by-gc"
 // one; KubeRay lets the RayJob go whether that request succeeds or not,
 // and the RayCluster's deletion ends the job. A Secret that exists means
 // something else holds the RayJob, unless gc made it (AnnotationMadeByGC).
-func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
+func unblock(ctx context.Context, kube kubeapi.Interface, v Verdict) Result {
 	s := AuthSecret(v.Job)
 	token, err := NewAuthToken()
 	if err != nil {
@@ -351,7 +351,7 @@ func unblock(ctx context.Context, kube kubernetes.Interface, v Verdict) Result {
 // earlier gc run made it (two runs at once, or KubeRay has not reconciled
 // the RayJob since), or it was there all along, and something else holds
 // the RayJob.
-func existingSecretNote(ctx context.Context, kube kubernetes.Interface, s *corev1.Secret) string {
+func existingSecretNote(ctx context.Context, kube kubeapi.Interface, s *corev1.Secret) string {
 	found, err := kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 	if err != nil || found.Annotations[AnnotationMadeByGC] != "true" {
 		return "its token Secret " + s.Name + " exists, so something else holds it: the KubeRay operator's log says what"
@@ -362,7 +362,7 @@ func existingSecretNote(ctx context.Context, kube kubernetes.Interface, s *corev
 
 // deleteJudged deletes the RayJob or RayCluster of v in the foreground,
 // if it is still the one judged.
-func deleteJudged(ctx context.Context, ray rayclient.Interface, v Verdict) Result {
+func deleteJudged(ctx context.Context, ray kubeapi.RayInterface, v Verdict) Result {
 	fg := metav1.DeletePropagationForeground
 	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
 	var uid types.UID

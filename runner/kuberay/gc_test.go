@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 var gcNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -197,7 +199,7 @@ func TestCollect(t *testing.T) {
 			verdicts = append(verdicts, Judge(j, leaseOf(j, "", time.Hour), gcNow, JudgeOptions{}))
 		}
 		var reported []string
-		err := Collect(t.Context(), f.kube, f.ray, verdicts, tt.dry, func(r Result) {
+		err := Collect(t.Context(), kubeapitest.Kube(f.kube), kubeapitest.Ray(f.ray), verdicts, tt.dry, func(r Result) {
 			line := string(r.Action) + " " + r.Job.Name
 			if r.Note != "" {
 				line += ": " + r.Note
@@ -246,7 +248,7 @@ func TestCollectUnblocksHeldRayJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		var reported []string
-		err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{}), Judge(again, nil, gcNow, JudgeOptions{})}, dry,
+		err := Collect(t.Context(), kubeapitest.Kube(f.kube), kubeapitest.Ray(f.ray), []Verdict{Judge(held, nil, gcNow, JudgeOptions{}), Judge(other, nil, gcNow, JudgeOptions{}), Judge(again, nil, gcNow, JudgeOptions{})}, dry,
 			func(r Result) {
 				reported = append(reported, strings.TrimSpace(string(r.Action)+" "+r.Job.Name+": "+r.Note))
 			})
@@ -296,7 +298,7 @@ func TestCollectReportsFailures(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(rayv1.Resource("rayjobs"), "a", errors.New("RBAC: access denied"))
 	})
 	var actions []Action
-	err := Collect(t.Context(), f.kube, f.ray, []Verdict{Judge(a, nil, gcNow, JudgeOptions{}), Judge(b, nil, gcNow, JudgeOptions{})}, false,
+	err := Collect(t.Context(), kubeapitest.Kube(f.kube), kubeapitest.Ray(f.ray), []Verdict{Judge(a, nil, gcNow, JudgeOptions{}), Judge(b, nil, gcNow, JudgeOptions{})}, false,
 		func(r Result) { actions = append(actions, r.Action) })
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "delete RayJob "+testNS+"/a") {
 		t.Errorf("Collect = %v, want the Forbidden delete of a", err)

@@ -10,11 +10,11 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // The heartbeat: while a step runs, it renews a coordination.k8s.io/v1
@@ -43,7 +43,7 @@ func leaseDuration(interval time.Duration) int32 {
 
 // heartbeat renews one step's Lease until stopped.
 type heartbeat struct {
-	leases   coordclient.LeaseInterface
+	leases   kubeapi.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
 	ns, name string
 	owner    metav1.OwnerReference
 	holder   string

@@ -9,16 +9,15 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -83,8 +82,8 @@ func buildCluster(spec *schemas.Spec, profile *schemas.Profile, namespace string
 // Interactive makes, extends, waits for and deletes interactive clusters.
 type Interactive struct {
 	// Kube and Ray are the clients; see Connect.
-	Kube kubernetes.Interface
-	Ray  rayclient.Interface
+	Kube kubeapi.Interface
+	Ray  kubeapi.RayInterface
 	// Token is the platform's fixed Ray token (RAYSTEP_DASHBOARD_TOKEN)
 	// for a token-authenticated cluster; empty makes a fresh one.
 	Token string

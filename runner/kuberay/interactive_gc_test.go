@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 // TestJudgeCluster: gc deletes an interactive or run-scoped cluster once
@@ -62,7 +64,7 @@ func TestCollectClusters(t *testing.T) {
 	old, live := clusterAt("old", 9*time.Hour, "2026-11-30T11:00:00Z"), clusterAt("live", time.Hour, "2026-11-30T15:00:00Z")
 	f := newFakes(t, old, live)
 	var reported []string
-	err := Collect(t.Context(), f.kube, f.ray, []Verdict{JudgeCluster(old, gcNow, JudgeOptions{}), JudgeCluster(live, gcNow, JudgeOptions{})}, false,
+	err := Collect(t.Context(), kubeapitest.Kube(f.kube), kubeapitest.Ray(f.ray), []Verdict{JudgeCluster(old, gcNow, JudgeOptions{}), JudgeCluster(live, gcNow, JudgeOptions{})}, false,
 		func(r Result) { reported = append(reported, string(r.Action)+" "+r.Object()) })
 	if err != nil {
 		t.Fatal(err)

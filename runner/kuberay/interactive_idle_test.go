@@ -12,6 +12,7 @@ import (
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/notebook"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 // idleCluster is an interactive cluster made 2h before gcNow with a CPU
@@ -87,7 +88,7 @@ func TestReleaseAndRestore(t *testing.T) {
 	t.Parallel()
 	rc := idleCluster("dev")
 	f := newFakes(t, rc)
-	i := &Interactive{Kube: f.kube, Ray: f.ray}
+	i := &Interactive{Kube: kubeapitest.Kube(f.kube), Ray: kubeapitest.Ray(f.ray)}
 	n, err := i.Release(t.Context(), rc)
 	if err != nil || n != 2 {
 		t.Fatalf("Release = %d, %v; want 2 workers", n, err)

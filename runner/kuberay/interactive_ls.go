@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // ListClusters returns raystep's interactive RayClusters (labels
@@ -18,7 +18,7 @@ import (
 // or run for run-scoped ones;
 // the RayClusters of steps' RayJobs are not among them) in namespace, or
 // in every namespace when it is empty, sorted by namespace and name.
-func ListClusters(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayCluster, error) {
+func ListClusters(ctx context.Context, ray kubeapi.RayInterface, namespace string) ([]rayv1.RayCluster, error) {
 	list, err := ray.RayV1().RayClusters(namespace).List(ctx, metav1.ListOptions{LabelSelector: ClusterSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list raystep interactive RayClusters in %s: %w", where(namespace), err)

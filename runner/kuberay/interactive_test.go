@@ -9,6 +9,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 // TestBuildClusterIsAStepsCluster: an interactive RayCluster is the
@@ -95,7 +97,7 @@ func TestUpExtendsOrRefuses(t *testing.T) {
 	other := build("other", t1)
 	other.Labels = nil
 	f := newFakes(t, live, step, other)
-	i := &Interactive{Kube: f.kube, Ray: f.ray}
+	i := &Interactive{Kube: kubeapitest.Kube(f.kube), Ray: kubeapitest.Ray(f.ray)}
 
 	up, err := i.Up(t.Context(), build("live", t2))
 	if err != nil {

@@ -8,19 +8,18 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // ListRayJobs returns raystep's RayJobs (label app.kubernetes.io/managed-by
 // =raystep) in namespace, or in every namespace when it is empty, sorted
 // by namespace and name.
-func ListRayJobs(ctx context.Context, ray rayclient.Interface, namespace string) ([]rayv1.RayJob, error) {
+func ListRayJobs(ctx context.Context, ray kubeapi.RayInterface, namespace string) ([]rayv1.RayJob, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep}).String()
 	list, err := ray.RayV1().RayJobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -35,7 +34,7 @@ func ListRayJobs(ctx context.Context, ray rayclient.Interface, namespace string)
 
 // ListLeases returns raystep's heartbeat Leases (same label) in namespace,
 // or in every namespace when it is empty, by "namespace/name".
-func ListLeases(ctx context.Context, kube kubernetes.Interface, namespace string) (map[string]*coordinationv1.Lease, error) {
+func ListLeases(ctx context.Context, kube kubeapi.Interface, namespace string) (map[string]*coordinationv1.Lease, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByRaystep}).String()
 	list, err := kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -108,7 +107,7 @@ func Summarize(job *rayv1.RayJob) fleet.Record {
 // it needs create on leases, which steps have). gc judges heartbeats by it,
 // as the server records their renewals (renewTime), so that no machine's
 // clock, gc's or a step's, decides whether a step is alive.
-func ServerNow(ctx context.Context, kube kubernetes.Interface, namespace string) (time.Time, error) {
+func ServerNow(ctx context.Context, kube kubeapi.Interface, namespace string) (time.Time, error) {
 	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "raystep-clock-"}}
 	got, err := kube.CoordinationV1().Leases(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {

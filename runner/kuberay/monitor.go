@@ -8,7 +8,6 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // KubeRay's pod labels.
@@ -41,8 +40,8 @@ type monitor struct {
 	// kindRayCluster for an interactive RayCluster (interactive_watch.go),
 	// whose pods it watches from the start.
 	kind   string
-	kube   kubernetes.Interface
-	ray    rayclient.Interface
+	kube   kubeapi.Interface
+	ray    kubeapi.RayInterface
 	dyn    dynamic.Interface // reads Kueue's Workloads; nil for none
 	ns     string
 	name   string
@@ -82,7 +81,7 @@ type monitor struct {
 	podsStop context.CancelFunc
 }
 
-func newMonitor(kube kubernetes.Interface, ray rayclient.Interface, ns, name string, clock runner.Clock, grace time.Duration, notify Notify) *monitor {
+func newMonitor(kube kubeapi.Interface, ray kubeapi.RayInterface, ns, name string, clock runner.Clock, grace time.Duration, notify Notify) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &monitor{
 		kube: kube, ray: ray, ns: ns, name: name, clock: clock, grace: grace, notify: notify,

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/raystep/raystep/history"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 	"github.com/raystep/raystep/test/cluster"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkRender1000FromAPI(b *testing.B) {
 	const ns, n = "default", 1000
 	createJobs(b, ray, ns, n)
 	store := &Store{}
-	if err := store.Watch(ctx, c.Clientset, ray, ns); err != nil {
+	if err := store.Watch(ctx, kubeapitest.New(b, c.Config), kubeapitest.Ray(ray), ns); err != nil {
 		b.Fatal(err)
 	}
 	if got := len(store.Records()); got != n {

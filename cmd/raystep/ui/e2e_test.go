@@ -20,6 +20,7 @@ import (
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 )
 
 // plantedToken is the page's auth token; no answer may contain it.
@@ -134,7 +135,7 @@ func TestLiveList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	const ns = "default"
 	store := &Store{}
-	if err := store.Watch(ctx, c.Clientset, ray, ns); err != nil {
+	if err := store.Watch(ctx, kubeapitest.New(t, c.Config), kubeapitest.Ray(ray), ns); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer((&Server{Store: store, Auth: Auth{Token: plantedToken}, Scope: "namespace " + ns}).Handler())

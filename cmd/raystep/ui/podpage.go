@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // Pods holds the Ray pods (those KubeRay labels with their RayCluster)
@@ -73,7 +73,7 @@ func put[T any](m map[string]T, key string, v T, deleted bool) {
 // Watch lists and watches Ray pods and warning events in namespace (every
 // namespace when empty), keeps p up to date until ctx is done, and
 // returns once both caches have synced.
-func (p *Pods) Watch(ctx context.Context, kube kubernetes.Interface, namespace string) error {
+func (p *Pods) Watch(ctx context.Context, kube kubeapi.Interface, namespace string) error {
 	srcs := pageSources(kube, namespace)
 	if err := preflight(ctx, srcs, namespace); err != nil {
 		return err
@@ -93,7 +93,7 @@ func (p *Pods) Watch(ctx context.Context, kube kubernetes.Interface, namespace s
 
 // pageSources are what the cluster pages watch besides the list's kinds:
 // every pod of a RayCluster in namespace, and the warning events there.
-func pageSources(kube kubernetes.Interface, namespace string) []source {
+func pageSources(kube kubeapi.Interface, namespace string) []source {
 	pods, events := kube.CoreV1().Pods(namespace), kube.CoreV1().Events(namespace)
 	return []source{
 		{resource: "pods", example: &corev1.Pod{}, selector: kuberay.LabelCluster, // any value

@@ -13,13 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 	"github.com/raystep/raystep/test/cluster"
 )
 
@@ -68,7 +69,8 @@ func TestUIManifestRole(t *testing.T) {
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-ui"}
-	kube, ray := kubernetes.NewForConfigOrDie(cfg), rayclient.NewForConfigOrDie(cfg)
+	kube := kubeapitest.New(t, cfg)
+	ray := kube
 
 	watchCtx, cancel := context.WithCancel(ctx)
 	store := &Store{}
@@ -138,7 +140,7 @@ func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-ui"}
-	heads := &KubeHeads{Interactive: &kuberay.Interactive{Kube: kubernetes.NewForConfigOrDie(cfg), Ray: rayclient.NewForConfigOrDie(cfg)}, InCluster: true}
+	heads := &KubeHeads{Interactive: &kuberay.Interactive{Kube: kubeapitest.New(t, cfg), Ray: kubeapitest.New(t, cfg)}, InCluster: true}
 	defer heads.Close()
 	rec := &Record{Record: fleet.Record{Namespace: ns, Name: rc.Name, ClusterKind: kuberay.KindInteractive}}
 	// reach asks until the operator has published the head service and the
@@ -243,7 +245,7 @@ func applyRules(t *testing.T, c *cluster.Cluster, role *unstructured.Unstructure
 // awaitRefused starts the UI's watches until they are refused (the API
 // server's authorizer sees a Role change a moment after it is stored)
 // and returns the error; it fails the test if they never are.
-func awaitRefused(t *testing.T, kube kubernetes.Interface, ray rayclient.Interface, ns string) error {
+func awaitRefused(t *testing.T, kube kubeapi.Interface, ray kubeapi.RayInterface, ns string) error {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -18,16 +18,15 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // Record is one cluster as the page shows it: its `raystep ls` record and
@@ -175,7 +174,7 @@ func (s *Store) Subscribe() (snapshot []*Record, changes <-chan Change, cancel f
 // RayClusters and their Ray pods in namespace (every namespace when
 // empty), keeps s up to date until ctx is done, and returns once every
 // cache has synced.
-func (s *Store) Watch(ctx context.Context, kube kubernetes.Interface, ray rayclient.Interface, namespace string) error {
+func (s *Store) Watch(ctx context.Context, kube kubeapi.Interface, ray kubeapi.RayInterface, namespace string) error {
 	srcs := sources(kube, ray, namespace)
 	if err := preflight(ctx, srcs, namespace); err != nil {
 		return err
@@ -206,7 +205,7 @@ type source struct {
 
 // sources are the RayJobs, the RayClusters and the Ray pods of raystep
 // in namespace, in that order.
-func sources(kube kubernetes.Interface, ray rayclient.Interface, namespace string) []source {
+func sources(kube kubeapi.Interface, ray kubeapi.RayInterface, namespace string) []source {
 	jobs, clusters, pods := ray.RayV1().RayJobs(namespace), ray.RayV1().RayClusters(namespace), kube.CoreV1().Pods(namespace)
 	return []source{
 		{"rayjobs.ray.io", &rayv1.RayJob{}, kuberay.LabelManagedBy + "=" + kuberay.ManagedByRaystep,

@@ -58,7 +58,7 @@ func TestIdleReleaseAndRestore(t *testing.T) {
 	kuberay.SetIdle(rc.Annotations, fleet.Idle{Release: idle}, time.Now())
 	c := &rc.Spec.HeadGroupSpec.Template.Spec.Containers[0]
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "dashboard", ContainerPort: int32(idleDashboardPort())})
-	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	i := &kuberay.Interactive{Kube: admin(t).Kube, Ray: admin(t).Ray}
 	upped, err := i.Up(t.Context(), rc)
 	if err != nil {
 		t.Fatal(err)

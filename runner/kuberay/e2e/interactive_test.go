@@ -323,7 +323,7 @@ func TestGCExpiredInteractive(t *testing.T) {
 		t.Errorf("gc is deleting the live cluster")
 	}
 	// Wait by watch until gc's delete is done (deleting again is a no-op).
-	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	i := &kuberay.Interactive{Kube: admin(t).Kube, Ray: admin(t).Ray}
 	if err := i.Delete(t.Context(), ns, "short", short.UID); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestDownRefusesOtherRayClusters(t *testing.T) {
 	if got := rayCluster(t, ns, rc.Name); got.DeletionTimestamp != nil {
 		t.Errorf("down is deleting a RayCluster that is not interactive")
 	}
-	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	i := &kuberay.Interactive{Kube: admin(t).Kube, Ray: admin(t).Ray}
 	if err := i.Delete(t.Context(), ns, rc.Name, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 )
 
 // rbacFile is the step's least-privilege example this file proves
@@ -449,13 +449,13 @@ func clearNamespace(t *testing.T, ns string) {
 
 // kubeNoWatchList is a Kubernetes clientset whose informers list, then
 // watch, as against an API server without WatchList.
-type kubeNoWatchList struct{ kubernetes.Interface }
+type kubeNoWatchList struct{ kubeapi.Interface }
 
 // IsWatchListSemanticsUnSupported tells client-go not to stream lists.
 func (kubeNoWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
 // rayNoWatchList is kubeNoWatchList's KubeRay clientset.
-type rayNoWatchList struct{ rayclient.Interface }
+type rayNoWatchList struct{ kubeapi.RayInterface }
 
 // IsWatchListSemanticsUnSupported tells client-go not to stream lists.
 func (rayNoWatchList) IsWatchListSemanticsUnSupported() bool { return true }

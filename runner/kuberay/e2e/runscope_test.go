@@ -192,7 +192,7 @@ func TestRunScopedClusterSIGKILLThenGC(t *testing.T) {
 		t.Errorf("gc after the expiry said:\n%s\nwant it to delete %s, run-scoped and expired", gc.stdout, rc.Name)
 	}
 	// Wait by watch until gc's delete is done (deleting again is a no-op).
-	i := &kuberay.Interactive{Kube: shared.k8s.Clientset, Ray: admin(t).Ray}
+	i := &kuberay.Interactive{Kube: admin(t).Kube, Ray: admin(t).Ray}
 	if err := i.Delete(t.Context(), ns, rc.Name, rc.UID); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
 	"github.com/raystep/raystep/runner"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi/kubeapitest"
 	"github.com/raystep/raystep/test/browser"
 	"github.com/raystep/raystep/test/cluster"
 )
@@ -125,7 +126,7 @@ func serveUI(t *testing.T, ns string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store := &ui.Store{}
-	if err := store.Watch(ctx, shared.k8s.Clientset, ray, ns); err != nil {
+	if err := store.Watch(ctx, kubeapitest.New(t, shared.k8s.Config), kubeapitest.Ray(ray), ns); err != nil {
 		cancel()
 		t.Fatal(err)
 	}

@@ -9,17 +9,16 @@ import (
 	"net/http"
 	"time"
 
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
-
 	"github.com/raystep/raystep/cmd/raystep/ui"
 	"github.com/raystep/raystep/runner/kuberay"
+	"github.com/raystep/raystep/runner/kuberay/kubeapi"
 	"github.com/raystep/raystep/test/cluster"
 )
 
 // startUI serves raystep ui's page of every namespace of the sandbox on
 // addr (loopback) until ctx ends or stop is called, and returns its URL.
 func startUI(ctx context.Context, c *cluster.Cluster, addr string, stderr io.Writer) (string, func(), error) {
-	ray, err := rayclient.NewForConfig(c.Config)
+	cs, err := kubeapi.NewForConfig(c.Config)
 	if err != nil {
 		return "", nil, fmt.Errorf("raystep ui: %w", err)
 	}
@@ -28,12 +27,12 @@ func startUI(ctx context.Context, c *cluster.Cluster, addr string, stderr io.Wri
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	store := &ui.Store{}
-	if err := store.Watch(wctx, c.Clientset, ray, ""); err != nil {
+	if err := store.Watch(wctx, cs, cs, ""); err != nil {
 		cancel()
 		return "", nil, fmt.Errorf("raystep ui: %w", err)
 	}
 	pods := &ui.Pods{}
-	if err := pods.Watch(wctx, c.Clientset, ""); err != nil {
+	if err := pods.Watch(wctx, cs, ""); err != nil {
 		cancel()
 		return "", nil, fmt.Errorf("raystep ui: %w", err)
 	}
@@ -45,7 +44,7 @@ func startUI(ctx context.Context, c *cluster.Cluster, addr string, stderr io.Wri
 	// Dashboards are reached as from a laptop: by a port-forward to the head
 	// pod, which kwok sends to the sandbox's Ray head.
 	notify := func(level, msg string) { fmt.Fprintf(stderr, "sandbox: raystep ui: %s: %s\n", level, msg) }
-	heads := &ui.KubeHeads{Interactive: &kuberay.Interactive{Kube: c.Clientset, Ray: ray, Notify: notify}, Config: c.Config}
+	heads := &ui.KubeHeads{Interactive: &kuberay.Interactive{Kube: cs, Ray: cs, Notify: notify}, Config: c.Config}
 	page := &ui.Server{Store: store, Scope: "every namespace of the sandbox", Reach: heads.Reach, Pods: pods}
 	srv := &http.Server{Handler: page.Handler(),
 		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return wctx }}
