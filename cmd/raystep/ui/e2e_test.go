@@ -135,7 +135,8 @@ func TestLiveList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	const ns = "default"
 	store := &Store{}
-	if err := store.Watch(ctx, kubeapitest.New(t, c.Config), kubeapitest.Ray(ray), ns); err != nil {
+	own := kubeapitest.New(t, c.Config) // raystep ui's own clients
+	if err := store.Watch(ctx, own, own, ns); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer((&Server{Store: store, Auth: Auth{Token: plantedToken}, Scope: "namespace " + ns}).Handler())

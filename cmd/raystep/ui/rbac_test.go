@@ -140,7 +140,8 @@ func TestUIReachesDashboardsByClusterDNS(t *testing.T) {
 
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":raystep-ui"}
-	heads := &KubeHeads{Interactive: &kuberay.Interactive{Kube: kubeapitest.New(t, cfg), Ray: kubeapitest.New(t, cfg)}, InCluster: true}
+	own := kubeapitest.New(t, cfg)
+	heads := &KubeHeads{Interactive: &kuberay.Interactive{Kube: own, Ray: own}, InCluster: true}
 	defer heads.Close()
 	rec := &Record{Record: fleet.Record{Namespace: ns, Name: rc.Name, ClusterKind: kuberay.KindInteractive}}
 	// reach asks until the operator has published the head service and the

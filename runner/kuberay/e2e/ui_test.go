@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/raystep/raystep/cmd/raystep/ui"
@@ -120,13 +119,10 @@ func TestUIListInBrowser(t *testing.T) {
 // ui -n NS` does, and returns its URL.
 func serveUI(t *testing.T, ns string) string {
 	t.Helper()
-	ray, err := rayclient.NewForConfig(shared.k8s.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	store := &ui.Store{}
-	if err := store.Watch(ctx, kubeapitest.New(t, shared.k8s.Config), kubeapitest.Ray(ray), ns); err != nil {
+	own := kubeapitest.New(t, shared.k8s.Config) // raystep ui's own clients
+	if err := store.Watch(ctx, own, own, ns); err != nil {
 		cancel()
 		t.Fatal(err)
 	}

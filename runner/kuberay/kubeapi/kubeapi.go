@@ -23,7 +23,6 @@ package kubeapi
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -156,12 +155,6 @@ func NewForConfig(c *rest.Config) (*Clientset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewForConfigAndClient(&cfg, httpClient)
-}
-
-// NewForConfigAndClient is NewForConfig on an HTTP client of the caller's.
-func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset, error) {
-	cfg := *c
 	if cfg.RateLimiter == nil && cfg.QPS > 0 {
 		if cfg.Burst <= 0 {
 			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
@@ -176,7 +169,6 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 		return rest.RESTClientForConfigAndClient(&gc, httpClient)
 	}
 	var cs Clientset
-	var err error
 	for _, g := range []struct {
 		into    **rest.RESTClient
 		gv      schema.GroupVersion
