@@ -158,7 +158,7 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 		},
 	}
 	if s.Metadata.Namespace == "" {
-		s.Metadata.Namespace = profile.Spec.Namespace
+		s.Metadata.Namespace = profile.Namespace()
 	}
 	s.Spec = buildJobSpec(&raw)
 	if r := raw.Spec; r.WorkingDir != "" {

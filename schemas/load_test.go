@@ -144,7 +144,8 @@ spec:
 		got.Workers = append(got.Workers, [4]int32{w.Replicas, w.MinReplicas, w.MaxReplicas, w.GPUsPerWorker})
 	}
 	want := summary{
-		Namespace: "default", WorkingDir: dir, Teardown: "always", HeadCPU: "2", HeadMemory: "4Gi",
+		// The built-in profile leaves the namespace to the kubeconfig's.
+		Namespace: "", WorkingDir: dir, Teardown: "always", HeadCPU: "2", HeadMemory: "4Gi",
 		Provision: 15 * time.Minute, Run: 24 * time.Hour, TTL: 10 * time.Minute,
 		Workers: [][4]int32{{1, 1, 1, 0}, {0, 0, 3, 0}, {1, 1, 1, 1}},
 	}

@@ -29,6 +29,23 @@ type Profile struct {
 	Kind     string          `json:"kind"`
 	Metadata ProfileMetadata `json:"metadata"`
 	Spec     ProfileSpec     `json:"spec"`
+
+	// Builtin marks the built-in profile (DefaultProfile), used when
+	// neither --profile nor RAYSTEP_PROFILE names one.
+	Builtin bool `json:"-"`
+}
+
+// Namespace is the namespace p places a spec in that names none, or ""
+// for the built-in profile: nobody chose its namespace (default), so it
+// yields to the kubeconfig context's, as kubectl does, and a pod's
+// service-account namespace or a person's context is not overridden by
+// it. kuberay.ResolveNamespace falls back to default after the
+// kubeconfig's.
+func (p *Profile) Namespace() string {
+	if p.Builtin {
+		return ""
+	}
+	return p.Spec.Namespace
 }
 
 // ProfileMetadata names a profile.
@@ -287,7 +304,11 @@ func DefaultProfile() (*Profile, error) {
 	// The embedded profile is checked against the profile schema by
 	// TestDefaultProfileMatchesSchema, so a run does not compile that
 	// schema just to check it again.
-	return parseProfile("(built-in)", defaultProfile, false)
+	p, err := parseProfile("(built-in)", defaultProfile, false)
+	if p != nil {
+		p.Builtin = true
+	}
+	return p, err
 }
 
 // DefaultProfileYAML returns the built-in profile's source.

@@ -94,8 +94,56 @@ func TestDefaultProfileMatchesSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked.Builtin = true
 	if diff := cmp.Diff(checked, p); diff != "" {
 		t.Errorf("DefaultProfile (-with schema +without):\n%s", diff)
+	}
+}
+
+const placedSpec = `apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata:
+  name: placed
+  owner: me
+spec:
+  kind: eval
+  entrypoint: python x.py
+  cluster:
+    rayVersion: "2.60.0"
+    image: rayproject/ray:2.60.0
+`
+
+// TestBuiltinProfileLeavesTheNamespaceToTheKubeconfig: the built-in
+// profile's namespace (default) places no spec, so the kubeconfig
+// context's comes first; a profile someone passes places every spec that
+// names no namespace of its own.
+func TestBuiltinProfileLeavesTheNamespaceToTheKubeconfig(t *testing.T) {
+	t.Parallel()
+	builtin, err := DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen, err := ParseProfile("platform.yaml", DefaultProfileYAML())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !builtin.Builtin || chosen.Builtin {
+		t.Errorf("Builtin: DefaultProfile %v, a parsed profile %v; want true, false", builtin.Builtin, chosen.Builtin)
+	}
+	spec := func(p *Profile, namespace string) string {
+		t.Helper()
+		data := strings.Replace(placedSpec, "metadata:\n", "metadata:\n"+namespace, 1)
+		s, err := Parse("step.yaml", []byte(data), LoadOptions{Profile: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Metadata.Namespace
+	}
+	got := []string{builtin.Namespace(), chosen.Namespace(), spec(builtin, ""), spec(chosen, ""),
+		spec(builtin, "  namespace: ml\n"), spec(chosen, "  namespace: ml\n")}
+	want := []string{"", "default", "", "default", "ml", "ml"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("profile namespaces, then a spec's without and with its own, built-in and chosen (-want +got):\n%s", diff)
 	}
 }
 

@@ -64,7 +64,9 @@ type Metadata struct {
 	// Name is the step's name, a DNS-1035 label of at most 40 characters;
 	// Kubernetes objects are named after its first 26 characters.
 	Name string
-	// Namespace is the spec's namespace, or the profile's when the spec has none.
+	// Namespace is the spec's namespace, or the profile's when the spec has
+	// none; empty with the built-in profile, which leaves it to the
+	// kubeconfig (Profile.Namespace).
 	Namespace string
 	// Owner is the team or person the step belongs to, a valid label
 	// value; it becomes the raystep.dev/owner label.

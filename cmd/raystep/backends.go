@@ -147,7 +147,7 @@ func (a *app) kubeFleet(cmd *cobra.Command, name string) *kuberay.Fleet {
 			if err != nil {
 				return "", err
 			}
-			return kuberay.ResolveNamespace(kuberay.Namespaces{Env: a.cfg.Namespace, Profile: profile.Spec.Namespace, Kubeconfig: kubeconfig}), nil
+			return kuberay.ResolveNamespace(kuberay.Namespaces{Env: a.cfg.Namespace, Profile: profile.Namespace(), Kubeconfig: kubeconfig}), nil
 		},
 		Warn:      func(msg string) { fmt.Fprintf(a.stderr, "%s: %s\n", name, msg) },
 		Notify:    a.notices(),
@@ -279,19 +279,25 @@ func (a *app) addKubeFlags(root *cobra.Command) {
 // kube builds the clients of the cluster the flags and environment name
 // for the command called what; nothing is sent to the API server yet.
 func (a *app) kube(what string) (*kuberay.Clients, error) {
-	kc := a.cfg.Kube
-	if a.kubeFlags.context != "" {
-		kc.Context = a.kubeFlags.context
-	}
-	clients, err := kuberay.Connect(kuberay.ConnectOptions{
-		Kubeconfig: a.kubeFlags.kubeconfig, KubeconfigEnv: kc.Kubeconfig, Home: kc.Home, Context: kc.Context,
-		UserAgent: a.userAgent(), Warn: func(msg string) { a.log.Warn(msg) },
-	})
+	clients, err := kuberay.Connect(a.connectOptions())
 	if errors.Is(err, kuberay.ErrNoKubeconfig) {
 		err = fmt.Errorf("%s looks at Kubernetes: %w: pass --kubeconfig FILE, set KUBECONFIG, "+
 			"or start a local cluster with `make sandbox`", what, err)
 	}
 	return clients, err // exit 3, as every failure to reach the cluster
+}
+
+// connectOptions say which kubeconfig and context the flags and
+// environment choose, as kubectl finds them.
+func (a *app) connectOptions() kuberay.ConnectOptions {
+	kc := a.cfg.Kube
+	if a.kubeFlags.context != "" {
+		kc.Context = a.kubeFlags.context
+	}
+	return kuberay.ConnectOptions{
+		Kubeconfig: a.kubeFlags.kubeconfig, KubeconfigEnv: kc.Kubeconfig, Home: kc.Home, Context: kc.Context,
+		UserAgent: a.userAgent(), Warn: func(msg string) { a.log.Warn(msg) },
+	}
 }
 
 // uiKube is what the ui watches on Kubernetes: nothing (zero clients)

@@ -47,7 +47,7 @@ written.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec to render, - for stdin (required)")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
-	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, then the profile's)")
+	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.identity.RunID, "dagster-run-id", "", "Dagster run id the RayJob belongs to")
 	f.StringVar(&o.identity.StepKey, "step-key", "", "Dagster step key")
@@ -82,8 +82,14 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if o.assetKey != "" {
 		o.identity.AssetKeys = []string{o.assetKey}
 	}
-	ns := kuberay.ResolveNamespace(kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
-		Spec: spec.Metadata.Namespace, Profile: profile.Spec.Namespace})
+	names := kuberay.Namespaces{Flag: o.namespace, Env: a.cfg.Namespace,
+		Spec: spec.Metadata.Namespace, Profile: profile.Namespace()}
+	if names == (kuberay.Namespaces{}) {
+		// Only now does the kubeconfig decide, as it would for run; render
+		// reads its files but never talks to the API server.
+		names.Kubeconfig = kuberay.KubeconfigNamespace(a.connectOptions())
+	}
+	ns := kuberay.ResolveNamespace(names)
 	job, err := kuberay.Build(spec, profile, previewStep(spec, ns, o.identity))
 	if err != nil {
 		return err

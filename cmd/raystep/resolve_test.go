@@ -178,6 +178,71 @@ func TestRenderUsesTheNamespacePrecedence(t *testing.T) {
 	}
 }
 
+// TestWithoutAProfileTheKubeconfigPlaces: with no profile of the user's,
+// the kubeconfig context's namespace places and finds raystep's clusters,
+// as for kubectl, in render, run, ls and gc alike; a profile someone
+// passes, the flag and $RAYSTEP_NAMESPACE come before it. The API server
+// here refuses every connection, so what each command says names the
+// namespace it would have used.
+func TestWithoutAProfileTheKubeconfigPlaces(t *testing.T) {
+	t.Parallel()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+current-context: plain
+clusters:
+- {name: refused, cluster: {server: "https://127.0.0.1:1"}}
+users:
+- {name: u, user: {token: not-a-secret}}
+contexts:
+- {name: plain, context: {cluster: refused, user: u}}
+- {name: team, context: {cluster: refused, user: u, namespace: team-b}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KUBECONFIG": kubeconfig, "HOME": t.TempDir()}
+	rendered := func(env map[string]string, args ...string) string {
+		t.Helper()
+		code, out, errOut := runTest(t, env, append([]string{"render", "-f", eval, "-o", "json"}, args...)...)
+		var job struct {
+			Metadata struct{ Namespace string } `json:"metadata"`
+		}
+		// The RayJob, then the Secret of its token.
+		if code != 0 || json.NewDecoder(strings.NewReader(out)).Decode(&job) != nil {
+			t.Fatalf("render %v: exit %d: %s%s", args, code, out, errOut)
+		}
+		return job.Metadata.Namespace
+	}
+	withEnv := map[string]string{"KUBECONFIG": kubeconfig, "HOME": env["HOME"], "RAYSTEP_NAMESPACE": "env-ns"}
+	got := []string{
+		rendered(env, "--context", "team"),
+		rendered(env),
+		rendered(env, "--context", "team", "--profile", platform),
+		rendered(env, "--context", "team", "--namespace", "flag-ns"),
+		rendered(withEnv, "--context", "team"),
+	}
+	want := []string{"team-b", "default", "ml-ads", "flag-ns", "env-ns"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("render's namespace: the context's, none, a profile, the flag, $RAYSTEP_NAMESPACE (-want +got):\n%s", diff)
+	}
+
+	for _, args := range [][]string{
+		{"ls", "--context", "team"},
+		{"gc", "--dry-run", "--context", "team"},
+		{"run", "--backend", "kuberay", "-f", eval, "--context", "team"},
+	} {
+		code, _, errOut := runTest(t, env, args...)
+		if code != exitInfrastructure || !strings.Contains(errOut, "team-b") ||
+			strings.Contains(errOut, "namespaces/default/") || strings.Contains(errOut, "namespace default") {
+			t.Errorf("%v against a refused API server: exit %d, want 3 and namespace team-b named:\n%s", args, code, errOut)
+		}
+	}
+	code, _, errOut := runTest(t, env, "ls", "--context", "team", "--profile", platform)
+	if code != exitInfrastructure || !strings.Contains(errOut, "in namespace ml-ads") {
+		t.Errorf("ls with a profile: exit %d, want 3 and namespace ml-ads named:\n%s", code, errOut)
+	}
+}
+
 // TestRenderNamesTheRayJobRunWould: given a run id and an asset key but no
 // step key, render shows the RayJob name that run under Dagster creates
 // for that asset (its step key is the asset keys), not another attempt's.

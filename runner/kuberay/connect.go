@@ -62,11 +62,7 @@ var ErrNoKubeconfig = errors.New("no kubeconfig found")
 
 // Connect loads the kubeconfig as kubectl does and builds the clients.
 func Connect(o ConnectOptions) (*Clients, error) {
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.Kubeconfig, Precedence: filepath.SplitList(o.KubeconfigEnv)}
-	if len(rules.Precedence) == 0 && o.Home != "" {
-		rules.Precedence = []string{filepath.Join(o.Home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	cc := o.clientConfig()
 	cfg, err := cc.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
 		return nil, ErrNoKubeconfig // client-go's words point at KUBERNETES_MASTER, which kubectl users never set
@@ -90,6 +86,28 @@ func Connect(o ConnectOptions) (*Clients, error) {
 	}
 	c.Namespace, c.InCluster = ns, clientcmdapi.IsConfigEmpty(&raw)
 	return c, nil
+}
+
+// clientConfig is the kubeconfig as kubectl would load it for o; nothing
+// is read yet.
+func (o ConnectOptions) clientConfig() clientcmd.ClientConfig {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.Kubeconfig, Precedence: filepath.SplitList(o.KubeconfigEnv)}
+	if len(rules.Precedence) == 0 && o.Home != "" {
+		rules.Precedence = []string{filepath.Join(o.Home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+}
+
+// KubeconfigNamespace is the namespace of o's kubeconfig context (or of
+// the pod's service account), read from the files alone, as a command
+// that never talks to the API server (render) needs it; "" when there is
+// no kubeconfig or it cannot be read, which Connect would report.
+func KubeconfigNamespace(o ConnectOptions) string {
+	ns, _, err := o.clientConfig().Namespace()
+	if err != nil {
+		return ""
+	}
+	return ns
 }
 
 // NewClients builds the clients from a REST config (tests pass the test
@@ -158,7 +176,8 @@ type Namespaces struct {
 	// Spec is the spec's metadata.namespace; empty where a command reads no
 	// spec (ls, gc).
 	Spec string
-	// Profile is the platform profile's namespace.
+	// Profile is the platform profile's namespace (Profile.Namespace: ""
+	// for the built-in profile).
 	Profile string
 	// Kubeconfig is the kubeconfig context's namespace (Clients.Namespace);
 	// empty where a command does not connect (render).
@@ -168,7 +187,9 @@ type Namespaces struct {
 // ResolveNamespace picks the namespace of raystep's clusters: the first of
 // the flag, $RAYSTEP_NAMESPACE, the spec's, the profile's and the
 // kubeconfig's that is set, else "default". It is the one precedence every
-// command that places or looks up a RayJob uses.
+// command that places or looks up a RayJob uses. The built-in profile
+// names no namespace here (schemas.Profile.Namespace), so without a
+// profile the kubeconfig context's comes before default.
 func ResolveNamespace(n Namespaces) string {
 	for _, ns := range []string{n.Flag, n.Env, n.Spec, n.Profile, n.Kubeconfig} {
 		if ns != "" {

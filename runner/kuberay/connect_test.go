@@ -59,6 +59,35 @@ func TestConnectFollowsKubeconfig(t *testing.T) {
 	}
 }
 
+// TestKubeconfigNamespace: the context's namespace, read from the files
+// alone (the servers here answer nothing); client-go's default for a
+// context without one; "" without a kubeconfig or with one that cannot
+// be read.
+func TestKubeconfigNamespace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file, broken := filepath.Join(dir, "config"), filepath.Join(dir, "broken")
+	if err := os.WriteFile(file, []byte(twoContexts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(broken, []byte("contexts: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{
+		KubeconfigNamespace(ConnectOptions{Kubeconfig: file, Context: "b"}),
+		KubeconfigNamespace(ConnectOptions{KubeconfigEnv: file, Context: "b"}),
+		KubeconfigNamespace(ConnectOptions{Home: dir, Context: "b"}),
+		KubeconfigNamespace(ConnectOptions{Kubeconfig: file}),
+		KubeconfigNamespace(ConnectOptions{Kubeconfig: broken}),
+	}
+	// Home's kubeconfig is .kube/config under it, which dir does not hold:
+	// no kubeconfig at all.
+	want := []string{"team-b", "team-b", "", "default", ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("namespace by --kubeconfig, $KUBECONFIG, $HOME, the current context, a broken file (-want +got):\n%s", diff)
+	}
+}
+
 func TestResolveNamespace(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -101,7 +101,7 @@ func (s *Site) inCluster(c *Clients) bool { return c.InCluster && s.DashboardOpt
 // namespace resolves the namespace for a spec's (or "").
 func (s *Site) namespace(c *Clients, profile *schemas.Profile, spec string) string {
 	return ResolveNamespace(Namespaces{Flag: s.Namespace, Env: s.EnvNamespace, Spec: spec,
-		Profile: profile.Spec.Namespace, Kubeconfig: c.Namespace})
+		Profile: profile.Namespace(), Kubeconfig: c.Namespace})
 }
 
 func (s *Site) interactive(c *Clients) *Interactive {
