@@ -87,7 +87,9 @@ func (a *app) render(cmd *cobra.Command, o renderOptions) error {
 	if names == (kuberay.Namespaces{}) {
 		// Only now does the kubeconfig decide, as it would for run; render
 		// reads its files but never talks to the API server.
-		names.Kubeconfig = kuberay.KubeconfigNamespace(a.connectOptions())
+		if names.Kubeconfig, err = kuberay.KubeconfigNamespace(a.connectOptions()); err != nil {
+			return err // exit 3, as for run
+		}
 	}
 	ns := kuberay.ResolveNamespace(names)
 	job, err := kuberay.Build(spec, profile, previewStep(spec, ns, o.identity))

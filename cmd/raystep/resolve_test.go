@@ -237,7 +237,12 @@ contexts:
 			t.Errorf("%v against a refused API server: exit %d, want 3 and namespace team-b named:\n%s", args, code, errOut)
 		}
 	}
-	code, _, errOut := runTest(t, env, "ls", "--context", "team", "--profile", platform)
+	// render, which needs the kubeconfig here, reads it as run would.
+	code, out, errOut := runTest(t, env, "render", "-f", eval, "--context", "nope")
+	if code != exitInfrastructure || out != "" || !strings.Contains(errOut, `context "nope" does not exist`) {
+		t.Errorf("render with an unknown context: exit %d, %q; want 3 and the kubeconfig's problem:\n%s", code, out, errOut)
+	}
+	code, _, errOut = runTest(t, env, "ls", "--context", "team", "--profile", platform)
 	if code != exitInfrastructure || !strings.Contains(errOut, "in namespace ml-ads") {
 		t.Errorf("ls with a profile: exit %d, want 3 and namespace ml-ads named:\n%s", code, errOut)
 	}

@@ -100,14 +100,23 @@ func (o ConnectOptions) clientConfig() clientcmd.ClientConfig {
 
 // KubeconfigNamespace is the namespace of o's kubeconfig context (or of
 // the pod's service account), read from the files alone, as a command
-// that never talks to the API server (render) needs it; "" when there is
-// no kubeconfig or it cannot be read, which Connect would report.
-func KubeconfigNamespace(o ConnectOptions) string {
-	ns, _, err := o.clientConfig().Namespace()
-	if err != nil {
-		return ""
+// that never talks to the API server (render) needs it; "" without any
+// kubeconfig. A kubeconfig that cannot be read, or a context it does not
+// hold, is the error Connect would give.
+func KubeconfigNamespace(o ConnectOptions) (string, error) {
+	cc := o.clientConfig()
+	_, err := cc.ClientConfig() // checks the context as Connect does
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("load kubeconfig: %w", err)
 	}
-	return ns
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return "", fmt.Errorf("load kubeconfig namespace: %w", err)
+	}
+	return ns, nil
 }
 
 // NewClients builds the clients from a REST config (tests pass the test

@@ -61,8 +61,8 @@ func TestConnectFollowsKubeconfig(t *testing.T) {
 
 // TestKubeconfigNamespace: the context's namespace, read from the files
 // alone (the servers here answer nothing); client-go's default for a
-// context without one; "" without a kubeconfig or with one that cannot
-// be read.
+// context without one; "" without a kubeconfig; Connect's error for an
+// unknown context or a file that is no kubeconfig.
 func TestKubeconfigNamespace(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -70,21 +70,28 @@ func TestKubeconfigNamespace(t *testing.T) {
 	if err := os.WriteFile(file, []byte(twoContexts), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(broken, []byte("contexts: [\n"), 0o600); err != nil {
+	if err := os.WriteFile(broken, []byte("garbage: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := []string{
-		KubeconfigNamespace(ConnectOptions{Kubeconfig: file, Context: "b"}),
-		KubeconfigNamespace(ConnectOptions{KubeconfigEnv: file, Context: "b"}),
-		KubeconfigNamespace(ConnectOptions{Home: dir, Context: "b"}),
-		KubeconfigNamespace(ConnectOptions{Kubeconfig: file}),
-		KubeconfigNamespace(ConnectOptions{Kubeconfig: broken}),
+	var got []string
+	for _, o := range []ConnectOptions{
+		{Kubeconfig: file, Context: "b"},
+		{KubeconfigEnv: file, Context: "b"},
+		{Home: dir}, // Home's kubeconfig is .kube/config under it: none here
+		{Kubeconfig: file},
+		{Kubeconfig: file, Context: "nope"},
+		{Kubeconfig: broken},
+	} {
+		ns, err := KubeconfigNamespace(o)
+		if err != nil {
+			ns = "error: " + err.Error()
+		}
+		got = append(got, ns)
 	}
-	// Home's kubeconfig is .kube/config under it, which dir does not hold:
-	// no kubeconfig at all.
-	want := []string{"team-b", "team-b", "", "default", ""}
+	want := []string{"team-b", "team-b", "", "default", `error: load kubeconfig: context "nope" does not exist`,
+		"error: load kubeconfig: error loading config file \"" + broken + "\": yaml: line 1: did not find expected node content"}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("namespace by --kubeconfig, $KUBECONFIG, $HOME, the current context, a broken file (-want +got):\n%s", diff)
+		t.Errorf("namespace by --kubeconfig, $KUBECONFIG, $HOME, the current context, an unknown one, a broken file (-want +got):\n%s", diff)
 	}
 }
 
