@@ -188,8 +188,8 @@ type Namespaces struct {
 	// Profile is the platform profile's namespace (Profile.Namespace: ""
 	// for the built-in profile).
 	Profile string
-	// Kubeconfig is the kubeconfig context's namespace (Clients.Namespace);
-	// empty where a command does not connect (render).
+	// Kubeconfig is the kubeconfig context's namespace (Clients.Namespace,
+	// or KubeconfigNamespace where a command does not connect: render).
 	Kubeconfig string
 }
 
