@@ -73,6 +73,9 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper) (*config, error)
 	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: lookup}); err != nil {
 		return nil, &usageError{envError(err, lookup)}
 	}
+	if err := checkNamespace(c.Namespace); err != nil {
+		return nil, &usageError{fmt.Errorf("RAYSTEP_NAMESPACE=%s: %w", c.Namespace, err)}
+	}
 	for _, f := range envFields(reflect.ValueOf(&c).Elem(), "") {
 		d, ok := f.value.Interface().(time.Duration)
 		switch {

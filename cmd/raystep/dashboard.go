@@ -34,7 +34,7 @@ where its token is, and returns.`,
 func reachFlags(cmd *cobra.Command, o *reachOptions) {
 	addBackendFlag(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.Uint16Var(&o.port, "port", 0, "local port of the forward (default a free one)")
 }
 

@@ -38,7 +38,7 @@ when a run ends.`,
 		Args:    func(_ *cobra.Command, names []string) error { return downArgs(o, names) },
 		RunE:    func(cmd *cobra.Command, names []string) error { return a.down(cmd, o, names) },
 	}
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's; KubeRay only)")
+	namespaceFlag(cmd.Flags(), &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's; KubeRay only)")
 	addBackendFlag(cmd)
 	cmd.Flags().StringVar(&o.runID, "dagster-run-id", "", "delete the run-scoped clusters (spec.cluster.reuse: run) of this Dagster run instead of named ones")
 	return cmd

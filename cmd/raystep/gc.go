@@ -79,7 +79,7 @@ each, here and in the store the profile's spec.history.url names;
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.gc(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "collect in every namespace")
 	f.DurationVar(&o.olderThan, "older-than", 0, "only RayJobs created longer ago than this, e.g. 24h")
 	f.DurationVar(&o.heartbeatGrace, "heartbeat-grace", fleet.DefaultHeartbeatGrace, "delete a RayJob whose step's heartbeat stopped longer ago than this")

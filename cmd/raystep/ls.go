@@ -48,7 +48,7 @@ json writes the whole records.`,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.ls(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace")
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide or json (default a table)")
 	f.BoolVar(&o.finished, "finished", false, "list the steps that ended (this machine's and the profile's history), with how they ended")

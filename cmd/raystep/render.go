@@ -47,7 +47,7 @@ written.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec to render, - for stdin (required)")
 	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
-	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.identity.RunID, "dagster-run-id", "", "Dagster run id the RayJob belongs to")
 	f.StringVar(&o.identity.StepKey, "step-key", "", "Dagster step key")

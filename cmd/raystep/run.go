@@ -108,7 +108,7 @@ raystep gone and kills every process of the head and the job.
 	addBackendFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec to run, - for stdin (required)")
-	f.StringVar(&o.namespace, "namespace", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's)")
 	f.StringArrayVar(&o.set, "set", nil, "override a spec value, e.g. spec.timeouts.run=10m (repeatable)")
 	f.StringVar(&o.cluster, "cluster", "", "run on this interactive cluster (raystep up) and never stop it")
 	addRunClusterFlag(f, &o.runCluster)

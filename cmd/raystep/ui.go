@@ -52,7 +52,7 @@ profile shows what every step wrote to that store.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on, HOST:PORT (port 0 picks a free one)")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
+	namespaceFlag(f, &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the profile's, then the kubeconfig's)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "show every namespace")
 	f.StringVar(&o.dagsterURL, "dagster-url", "", "the Dagster UI's URL, to link runs and assets into")
 	f.StringVar(&o.tokenFile, "auth-token-file", "", "file holding the token every request must carry")

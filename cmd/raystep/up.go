@@ -88,7 +88,7 @@ turns either off. ` + "`raystep ls`" + ` shows since when a cluster is idle.`,
 	addBackendFlag(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "file", "f", "", "job spec whose cluster section to start from")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's; KubeRay only)")
+	namespaceFlag(f, &o.namespace, "n", "namespace (default $RAYSTEP_NAMESPACE, the spec's, the profile's, then the kubeconfig's; KubeRay only)")
 	f.StringVar(&o.gpu, "gpu", "", "GPU type of the workers, a gpuTypes key of the profile (KubeRay only)")
 	f.Int32Var(&o.workers, "workers", 1, "number of workers (KubeRay only)")
 	f.StringVar(&o.cpus, "cpus", "", "CPUs of each worker, e.g. 8 (local: the head's logical CPUs)")
