@@ -5,7 +5,8 @@
 // starts, runner/local decides when to start and stop one.
 //
 // Start runs `ray start --head --block` under a keeper process (keeper.py),
-// bound to loopback with a free port for every listener Ray opens and a
+// bound to loopback (free ports for the GCS, the dashboard and the Ray
+// Client server; every other listener on a port Ray binds itself) with a
 // private temp dir, and waits until the dashboard answers. The keeper is a
 // child subreaper, so every process started for the head, drivers and
 // workers that leave its process group and session included, stays in its
@@ -310,10 +311,21 @@ func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 	return lock, nil
 }
 
-// startArgs builds the `ray start` arguments, with a free port for every
-// fixed-port listener. Worker ports are left to the kernel (min=max=0).
+// startArgs builds the `ray start` arguments. raystep reserves a free port
+// for the three listeners whose address it must know (the GCS, the
+// dashboard and the Ray Client server) and leaves every other one to Ray,
+// which binds it itself (Ray 2.60: port 0, and it reports what it bound;
+// older Ray picks an unused port as the node starts). The dashboard
+// agent's listen port is the one Ray fixes (52365) unless told 0. Ports
+// reserved here are released before Ray binds them, and the agent binds
+// its port last, seconds after the dashboard answers (a minute on a busy
+// machine): when raystep reserved that port too, another process that
+// took it meanwhile left the agent running without its HTTP server and
+// never registered, so the head looked ready while every submit met "No
+// available agent to submit job". Worker ports are the kernel's too
+// (min=max=0).
 func (h *Head) startArgs(opts Options) ([]string, error) {
-	ports, err := freePorts(h.host, 9)
+	ports, err := freePorts(h.host, 3)
 	if err != nil {
 		return nil, fmt.Errorf("reserve ports for ray head: %w", err)
 	}
@@ -331,12 +343,7 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 		"--dashboard-host=" + h.host,
 		"--dashboard-port=" + p(1),
 		"--ray-client-server-port=" + p(2),
-		"--node-manager-port=" + p(3),
-		"--object-manager-port=" + p(4),
-		"--dashboard-agent-listen-port=" + p(5),
-		"--dashboard-agent-grpc-port=" + p(6),
-		"--runtime-env-agent-port=" + p(7),
-		"--metrics-export-port=" + p(8),
+		"--dashboard-agent-listen-port=0",
 		"--min-worker-port=0", "--max-worker-port=0",
 		"--object-store-memory=" + strconv.FormatInt(store, 10),
 		"--temp-dir=" + h.tempDir,

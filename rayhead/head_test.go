@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raystep/raystep/rayhead"
+	"github.com/raystep/raystep/raysubmit"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -32,10 +33,23 @@ func TestStartHeadServesAndStops(t *testing.T) {
 	if !strings.HasPrefix(h.Address(), "127.0.0.1:") {
 		t.Errorf("Address() = %q, want 127.0.0.1:port", h.Address())
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // only catches a hang
+	defer cancel()
+	// The head takes a job: its dashboard agent, on a port Ray chose,
+	// registered with the head (the Jobs API forwards the submit to it).
+	jobs, err := raysubmit.New(raysubmit.Config{BaseURL: h.DashboardURL(), Token: h.Token()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := jobs.Submit(ctx, raysubmit.SubmitRequest{Entrypoint: "true"})
+	if err != nil {
+		t.Fatalf("submit to the new head: %v", err)
+	}
+	if job, err := jobs.Wait(ctx, sub.SubmissionID); err != nil || job.Status != raysubmit.StatusSucceeded {
+		t.Fatalf("job on the new head: %+v, %v", job, err)
+	}
 	pgid := h.Pid()
 	tmp := h.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := h.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}

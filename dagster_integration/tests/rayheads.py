@@ -110,8 +110,9 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
 def private_head(ray_path: str) -> Iterator[Head]:
     """A head of this session's own on 127.0.0.1 with free ports, stopped on exit."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rs-test-", dir="/tmp"))
-    ports = _free_ports(9)
-    gcs, dashboard = ports[0], ports[1]
+    # Only the ports this session dials are reserved; Ray binds the rest
+    # itself (as raystep's heads do: see rayhead's startArgs).
+    gcs, dashboard, client = _free_ports(3)
     env = {
         **os.environ,
         "PATH": ray_path,
@@ -136,13 +137,8 @@ def private_head(ray_path: str) -> Iterator[Head]:
                 f"--port={gcs}",
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={dashboard}",
-                f"--node-manager-port={ports[2]}",
-                f"--object-manager-port={ports[3]}",
-                f"--ray-client-server-port={ports[4]}",
-                f"--dashboard-agent-listen-port={ports[5]}",
-                f"--dashboard-agent-grpc-port={ports[6]}",
-                f"--metrics-export-port={ports[7]}",
-                f"--runtime-env-agent-port={ports[8]}",
+                f"--ray-client-server-port={client}",
+                "--dashboard-agent-listen-port=0",
                 "--disable-usage-stats",
             ],
             env=env,

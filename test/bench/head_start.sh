@@ -47,7 +47,7 @@ for n in $(seq 1 "$max"); do
 			dirs+=("$d")
 			RAY_USAGE_STATS_ENABLED=0 "$ray" start --head --port=0 --node-ip-address=127.0.0.1 \
 				--include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=0 \
-				--ray-client-server-port="$(freeport)" --dashboard-agent-listen-port="$(freeport)" \
+				--ray-client-server-port="$(freeport)" --dashboard-agent-listen-port=0 \
 				--temp-dir="$d" >"$d.out" 2>&1 &
 			pids+=($!)
 		done
