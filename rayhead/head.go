@@ -134,7 +134,8 @@ func (h *Head) Pid() int { return h.keeper.rayPid }
 func (h *Head) Output() string { return h.out.String() }
 
 // Start starts a Ray head and returns once `ray start` said the node
-// is up and the dashboard answers GET /api/version. On any failure it
+// is up, the dashboard answers GET /api/version and the Ray Client server
+// accepts connections (waitReady). On any failure it
 // stops what it started. A head that dies because another process took
 // one of its ports meanwhile, or because its raylet did not register with
 // the GCS within Ray's fixed 30 s (a busy machine), or whose `ray start`
@@ -355,10 +356,18 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 	return args, nil
 }
 
-// waitReady polls GET /api/version until it answers 200 and `ray start`
-// said its node is up, the process exits, the timeout passes or ctx ends.
-// A `ray start` that has not said its node is up within stall is hung:
-// that error is retryable.
+// waitReady polls until `ray start` said its node is up, GET /api/version
+// answers 200 and the Ray Client server accepts connections, or the
+// process exits, the timeout passes or ctx ends. A `ray start` that has
+// not said its node is up within stall is hung: that error is retryable.
+//
+// The Ray Client server binds its port (one startArgs reserved and
+// released) seconds after the dashboard, and when that port was taken
+// meanwhile it exits before `ray start` says its node is up; `ray start`
+// only notices on its next look at its processes, a second later, and
+// then stops the head. Without the Ray Client check the head counted as
+// ready in that second and died under the step instead of being started
+// again.
 func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -369,7 +378,8 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) {
+		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) &&
+			accepts(ctx, net.JoinHostPort(h.host, strconv.Itoa(h.clientPort))) {
 			return nil
 		}
 		select {
@@ -390,6 +400,17 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 		case <-tick.C:
 		}
 	}
+}
+
+// accepts reports whether a TCP connection to addr is accepted.
+func accepts(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 func versionOK(ctx context.Context, client *http.Client, url, token string) bool {

@@ -3,6 +3,7 @@ package rayhead
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -64,5 +65,30 @@ func TestStartRestartsAHungRayStart(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "did not say \"Ray runtime started.\" within 2s") ||
 		!strings.Contains(warnings[0], "Local node IP: 127.0.0.1") {
 		t.Errorf("warnings %q, want one that says ray start hung, with its output", warnings)
+	}
+}
+
+// TestStartRestartsAHeadWhoseRayClientServerLostItsPort: a `ray start`
+// whose Ray Client server found its port taken says its node is up and
+// its dashboard answers, and only then stops the head, as Ray does a
+// second later. The head is not handed over as ready in between: it is
+// started again, and Warn is told Ray's reason.
+func TestStartRestartsAHeadWhoseRayClientServerLostItsPort(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("the stand-in needs python3")
+	}
+	firstTry := `  for a; do case $a in --dashboard-port=*) port=${a#*=};; --ray-client-server-port=*) client=${a#*=};; esac; done
+  echo 'Ray runtime started.'
+  cd "$(dirname "$0")/www" && ` + python + ` -m http.server --bind 127.0.0.1 "$port" >/dev/null 2>&1 &
+  sleep 3
+  echo "RuntimeError: Failed to bind to address 127.0.0.1:$client" >&2
+  kill $!
+  exit 1
+`
+	warnings := startFailingOnce(t, firstTry, Options{})
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "starting it again") ||
+		!strings.Contains(warnings[0], "Failed to bind to address") {
+		t.Errorf("warnings %q, want one that says the head is started again because a port was taken", warnings)
 	}
 }

@@ -7,8 +7,9 @@
 // driver) and one orphaned by its parent (as a dying worker leaves its
 // children). Their pids go to the files session.pid and orphan.pid in the
 // stand-in's dir, written before its "dashboard" (a static file server on
-// --dashboard-port that answers GET /api/version) listens, and it says it
-// started as `ray start` does. None of them mentions the head's temp dir.
+// --dashboard-port that answers GET /api/version, and another on
+// --ray-client-server-port) listens, and it says it started as `ray start`
+// does. None of them mentions the head's temp dir.
 package fakeray
 
 import (
@@ -35,12 +36,14 @@ func New(t testing.TB) (rayBin, dir string) {
 	}
 	script := `#!/bin/sh
 dir='` + dir + `'
-for a; do case $a in --dashboard-port=*) port=${a#*=};; esac; done
+for a; do case $a in --dashboard-port=*) port=${a#*=};; --ray-client-server-port=*) client=${a#*=};; esac; done
 setsid sleep 600 &
 echo $! > "$dir/session.pid"
 (sleep 600 & echo $! > "$dir/orphan.pid")
+cd "$dir/www"
+if [ -n "$client" ]; then ` + python + ` -m http.server --bind 127.0.0.1 "$client" >/dev/null 2>&1 & fi
 echo 'Ray runtime started.'
-cd "$dir/www" && exec ` + python + ` -m http.server --bind 127.0.0.1 "$port"
+exec ` + python + ` -m http.server --bind 127.0.0.1 "$port"
 `
 	rayBin = filepath.Join(dir, "ray")
 	if err := os.WriteFile(rayBin, []byte(script), 0o755); err != nil {
