@@ -359,7 +359,9 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 // waitReady polls until `ray start` said its node is up, GET /api/version
 // answers 200 and the Ray Client server accepts connections, or the
 // process exits, the timeout passes or ctx ends. A `ray start` that has
-// not said its node is up within stall is hung: that error is retryable.
+// not said its node is up within stall is hung, and one that said it could
+// not bind a port (Ray goes on without a dashboard whose port was taken)
+// will never be ready: those errors are retryable.
 //
 // The Ray Client server binds its port (one startArgs reserved and
 // released) seconds after the dashboard, and when that port was taken
@@ -398,6 +400,12 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 					errRetryable, startedMark, stall, out)
 			}
 		case <-tick.C:
+			// Ray says so and goes on without its dashboard when the
+			// dashboard's port was taken: no answer would ever come.
+			if out := h.Output(); retryableStart(out) {
+				return fmt.Errorf("%w: `ray start` could not start part of the head and went on without it; output:\n%s",
+					errRetryable, out)
+			}
 		}
 	}
 }

@@ -92,3 +92,20 @@ func TestStartRestartsAHeadWhoseRayClientServerLostItsPort(t *testing.T) {
 		t.Errorf("warnings %q, want one that says the head is started again because a port was taken", warnings)
 	}
 }
+
+// TestStartRestartsAHeadWithoutItsDashboard: Ray goes on without a
+// dashboard whose port was taken, says so and says its node is up. No
+// answer will come, so the head is started again at once rather than
+// waited on for the whole ReadyTimeout (beyond the test's own bound).
+func TestStartRestartsAHeadWithoutItsDashboard(t *testing.T) {
+	firstTry := `  for a; do case $a in --dashboard-port=*) port=${a#*=};; esac; done
+  echo "Failed to bind to 127.0.0.1:$port because it's already occupied."
+  echo 'Ray runtime started.'
+  exec sleep 3600
+`
+	warnings := startFailingOnce(t, firstTry, Options{ReadyTimeout: time.Hour})
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "went on without it") ||
+		!strings.Contains(warnings[0], "already occupied") {
+		t.Errorf("warnings %q, want one that says the head is started again because its dashboard's port was taken", warnings)
+	}
+}

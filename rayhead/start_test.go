@@ -14,6 +14,7 @@ func TestRetryableStart(t *testing.T) {
 	}{
 		{"port taken", "OSError: [Errno 98] Address already in use", true},
 		{"bind failed", "Failed to bind to address 127.0.0.1:41234", true},
+		{"dashboard's port taken", "ERROR services.py:1500 -- Failed to bind to 127.0.0.1:39689 because it's already occupied.", true},
 		{"raylet registered too late", "Exception: The current node timed out during startup. This could happen because", true},
 		{"bad flag", "Error: No such option: --bogus", false},
 		{"nothing", "", false},
