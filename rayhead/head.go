@@ -133,15 +133,16 @@ func (h *Head) Pid() int { return h.keeper.rayPid }
 // Output returns the last part of the output of `ray start`.
 func (h *Head) Output() string { return h.out.String() }
 
-// Start starts a Ray head and returns once `ray start` said the node
-// is up, the dashboard answers GET /api/version and the Ray Client server
-// accepts connections (waitReady). On any failure it
-// stops what it started. A head that dies because another process took
-// one of its ports meanwhile, or because its raylet did not register with
-// the GCS within Ray's fixed 30 s (a busy machine), or whose `ray start`
-// hung without saying its node is up (startStall), is started again, twice
-// at most. Heads take turns to start (StartSlots at once on a machine);
-// the wait for a turn is bounded by ctx, not by ReadyTimeout.
+// Start starts a Ray head and returns once `ray start` said the node is
+// up, the dashboard answers GET /api/version and the Ray Client server
+// accepts connections (waitReady). On any failure it stops what it
+// started. A head that dies because another process took one of its ports
+// meanwhile, or goes on without the dashboard whose port was taken, or
+// whose raylet did not register with the GCS within Ray's fixed 30 s (a
+// busy machine), or whose `ray start` hung without saying its node is up
+// (startStall), is started again, twice at most. Heads take turns to
+// start (StartSlots at once on a machine); the wait for a turn is bounded
+// by ctx, not by ReadyTimeout.
 func Start(ctx context.Context, opts Options) (*Head, error) {
 	rayBin, err := FindRay(opts.RayBin)
 	if err != nil {
