@@ -5,9 +5,9 @@
 // starts, runner/local decides when to start and stop one.
 //
 // Start runs `ray start --head --block` under a keeper process (keeper.py),
-// bound to loopback (free ports for the GCS, the dashboard and the Ray
-// Client server; every other listener on a port Ray binds itself) with a
-// private temp dir, and waits until the dashboard answers. The keeper is a
+// bound to loopback with a free port for every listener Ray opens (the
+// dashboard agent's HTTP server picks its own) and a private temp dir, and
+// waits until the dashboard answers. The keeper is a
 // child subreaper, so every process started for the head, drivers and
 // workers that leave its process group and session included, stays in its
 // tree; Head.Stop has it kill exactly that tree, and it does so by itself
@@ -313,21 +313,23 @@ func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 	return lock, nil
 }
 
-// startArgs builds the `ray start` arguments. raystep reserves a free port
-// for the three listeners whose address it must know (the GCS, the
-// dashboard and the Ray Client server) and leaves every other one to Ray,
-// which binds it itself (Ray 2.60: port 0, and it reports what it bound;
-// older Ray picks an unused port as the node starts). The dashboard
-// agent's listen port is the one Ray fixes (52365) unless told 0. Ports
-// reserved here are released before Ray binds them, and the agent binds
-// its port last, seconds after the dashboard answers (a minute on a busy
-// machine): when raystep reserved that port too, another process that
-// took it meanwhile left the agent running without its HTTP server and
-// never registered, so the head looked ready while every submit met "No
-// available agent to submit job". Worker ports are the kernel's too
-// (min=max=0).
+// startArgs builds the `ray start` arguments, with a free port for every
+// fixed-port listener but the dashboard agent's HTTP server, which binds a
+// port of its own choosing (--dashboard-agent-listen-port=0; Ray's default
+// is a fixed 52365). Worker ports are left to the kernel (min=max=0).
+//
+// A reserved port is released before Ray binds it. The dashboard agent
+// binds its HTTP port last, seconds after the dashboard answers (a minute
+// on a busy machine), and when another process took that port meanwhile
+// it stays alive without its HTTP server and never registers: the head
+// looks ready while every submit meets "No available agent to submit
+// job". The other ports stay reserved: a process that cannot bind one
+// exits and `ray start` stops the head, and when the runtime env agent's
+// port is left to Ray (Ray 2.60), the Ray Client server waits for the
+// raylet to register, within a fixed 30 s a busy machine overruns, and
+// then exits, taking the head with it.
 func (h *Head) startArgs(opts Options) ([]string, error) {
-	ports, err := freePorts(h.host, 3)
+	ports, err := freePorts(h.host, 8)
 	if err != nil {
 		return nil, fmt.Errorf("reserve ports for ray head: %w", err)
 	}
@@ -345,7 +347,12 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 		"--dashboard-host=" + h.host,
 		"--dashboard-port=" + p(1),
 		"--ray-client-server-port=" + p(2),
+		"--node-manager-port=" + p(3),
+		"--object-manager-port=" + p(4),
 		"--dashboard-agent-listen-port=0",
+		"--dashboard-agent-grpc-port=" + p(5),
+		"--runtime-env-agent-port=" + p(6),
+		"--metrics-export-port=" + p(7),
 		"--min-worker-port=0", "--max-worker-port=0",
 		"--object-store-memory=" + strconv.FormatInt(store, 10),
 		"--temp-dir=" + h.tempDir,

@@ -29,41 +29,40 @@ func TestRetryableStart(t *testing.T) {
 	}
 }
 
-// TestStartArgsReserveOnlyThePortsRaystepDials: raystep reserves (and
-// so releases before Ray binds it) only the ports it must know, the GCS,
-// the dashboard and the Ray Client server. Every other listener binds a
-// port Ray chooses when it starts: the dashboard agent binds last, and a
-// released port that another process took meanwhile left it without its
-// HTTP server, so the head never took a job.
-func TestStartArgsReserveOnlyThePortsRaystepDials(t *testing.T) {
+// TestStartArgsLeaveTheAgentsHTTPPortToRay: the dashboard agent's HTTP
+// server binds a port of its own choosing (0): it binds last, and a
+// reserved port that another process took meanwhile left it without its
+// HTTP server, so the head never took a job. Every other listener gets a
+// distinct reserved port, so that no Ray process waits on another to learn
+// its port.
+func TestStartArgsLeaveTheAgentsHTTPPortToRay(t *testing.T) {
 	t.Parallel()
 	h := &Head{host: "127.0.0.1", tempDir: t.TempDir()}
 	args, err := h.startArgs(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reserved := map[string]int{"--port": h.gcsPort, "--dashboard-port": h.dashPort, "--ray-client-server-port": h.clientPort}
-	seen := map[string]bool{}
+	want := []string{"--port", "--dashboard-port", "--ray-client-server-port", "--node-manager-port",
+		"--object-manager-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"}
+	got := map[string]string{}
 	for _, a := range args {
-		flag, value, ok := strings.Cut(a, "=")
-		if !ok || !strings.HasSuffix(flag, "-port") {
-			continue
-		}
-		seen[flag] = true
-		want, isReserved := reserved[flag]
-		switch {
-		case isReserved && (want == 0 || value != strconv.Itoa(want)):
-			t.Errorf("%s: want the reserved port %d", a, want)
-		case !isReserved && value != "0":
-			t.Errorf("%s: want 0, a port Ray binds itself", a)
+		if flag, value, ok := strings.Cut(a, "="); ok && strings.HasSuffix(flag, "-port") {
+			got[flag] = value
 		}
 	}
-	for flag := range reserved {
-		if !seen[flag] {
-			t.Errorf("no %s in %q", flag, args)
-		}
+	if got["--dashboard-agent-listen-port"] != "0" {
+		t.Errorf("--dashboard-agent-listen-port=%q, want 0 in %q", got["--dashboard-agent-listen-port"], args)
 	}
-	if !seen["--dashboard-agent-listen-port"] {
-		t.Errorf("no --dashboard-agent-listen-port=0 in %q: Ray's default is the fixed port 52365", args)
+	seen := map[string]bool{}
+	for _, flag := range want {
+		port, err := strconv.Atoi(got[flag])
+		if err != nil || port == 0 || seen[got[flag]] {
+			t.Errorf("%s=%q, want a reserved port of its own in %q", flag, got[flag], args)
+		}
+		seen[got[flag]] = true
+	}
+	if got["--port"] != strconv.Itoa(h.gcsPort) || got["--dashboard-port"] != strconv.Itoa(h.dashPort) ||
+		got["--ray-client-server-port"] != strconv.Itoa(h.clientPort) {
+		t.Errorf("the head dials other ports than it passed: %+v", h)
 	}
 }

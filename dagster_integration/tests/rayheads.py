@@ -110,9 +110,11 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
 def private_head(ray_path: str) -> Iterator[Head]:
     """A head of this session's own on 127.0.0.1 with free ports, stopped on exit."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rs-test-", dir="/tmp"))
-    # Only the ports this session dials are reserved; Ray binds the rest
-    # itself (as raystep's heads do: see rayhead's startArgs).
-    gcs, dashboard, client = _free_ports(3)
+    # A free port for every listener but the dashboard agent's HTTP server, which picks its own:
+    # it binds last, and a reserved port taken meanwhile leaves the head without a job agent
+    # (as raystep's heads do: see rayhead's startArgs).
+    ports = _free_ports(8)
+    gcs, dashboard = ports[0], ports[1]
     env = {
         **os.environ,
         "PATH": ray_path,
@@ -137,8 +139,13 @@ def private_head(ray_path: str) -> Iterator[Head]:
                 f"--port={gcs}",
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={dashboard}",
-                f"--ray-client-server-port={client}",
+                f"--node-manager-port={ports[2]}",
+                f"--object-manager-port={ports[3]}",
+                f"--ray-client-server-port={ports[4]}",
                 "--dashboard-agent-listen-port=0",
+                f"--dashboard-agent-grpc-port={ports[5]}",
+                f"--metrics-export-port={ports[6]}",
+                f"--runtime-env-agent-port={ports[7]}",
                 "--disable-usage-stats",
             ],
             env=env,
