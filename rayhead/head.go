@@ -7,7 +7,7 @@
 // Start runs `ray start --head --block` under a keeper process (keeper.py),
 // bound to loopback with a free port for every listener Ray opens (the
 // dashboard agent's HTTP server picks its own) and a private temp dir, and
-// waits until the dashboard answers. The keeper is a
+// waits until the head is ready (waitReady). The keeper is a
 // child subreaper, so every process started for the head, drivers and
 // workers that leave its process group and session included, stays in its
 // tree; Head.Stop has it kill exactly that tree, and it does so by itself
