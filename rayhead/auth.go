@@ -87,10 +87,15 @@ func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
 		extra = append(extra, dashboardStartupEnv+"="+strconv.Itoa(dashboardStartupSeconds(opts.readyTimeout())))
 	}
 	// exec.Cmd uses the last value of a repeated key, so these win over
-	// headEnv's defaults and the inherited environment.
-	extra = append(extra, headMark+"="+h.tempDir)
+	// headEnv's defaults and the inherited environment: a DASHBOARD_METRIC_PORT
+	// the user set is their own Ray head's, not this one's.
+	extra = append(extra, headMark+"="+h.tempDir, dashboardMetricsEnv+"="+strconv.Itoa(h.metricsPort))
 	return Env(rayBin, h.host, append(extra, opts.Env...)...), nil
 }
+
+// dashboardMetricsEnv is the variable that sets the port of the dashboard's
+// Prometheus server (Ray's default: a fixed 44227).
+const dashboardMetricsEnv = "DASHBOARD_METRIC_PORT"
 
 // dashboardStartupEnv is the variable that bounds how long `ray start`
 // waits for its dashboard process to register (Ray's default: 60 s).

@@ -97,6 +97,9 @@ type Head struct {
 	gcsPort     int
 	dashPort    int
 	clientPort  int
+	// metricsPort is the dashboard's Prometheus server's, passed in the
+	// environment (startEnv): `ray start` has no flag for it.
+	metricsPort int
 	token       string
 	logger      *zap.Logger
 	stopTimeout time.Duration
@@ -317,6 +320,10 @@ func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 // fixed-port listener but the dashboard agent's HTTP server, which binds a
 // port of its own choosing (--dashboard-agent-listen-port=0; Ray's default
 // is a fixed 52365). Worker ports are left to the kernel (min=max=0).
+// The dashboard's own Prometheus server gets a reserved port too, through
+// startEnv: its default is a fixed 44227, so every head after the first on
+// a machine went without it, and a raystep head holding it took it from the
+// user's own Ray head.
 //
 // A reserved port is released before Ray binds it. The dashboard agent
 // binds its HTTP port last, seconds after the dashboard answers (a minute
@@ -329,11 +336,11 @@ func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 // raylet to register, within a fixed 30 s a busy machine overruns, and
 // then exits, taking the head with it.
 func (h *Head) startArgs(opts Options) ([]string, error) {
-	ports, err := freePorts(h.host, 8)
+	ports, err := freePorts(h.host, 9)
 	if err != nil {
 		return nil, fmt.Errorf("reserve ports for ray head: %w", err)
 	}
-	h.gcsPort, h.dashPort, h.clientPort = ports[0], ports[1], ports[2]
+	h.gcsPort, h.dashPort, h.clientPort, h.metricsPort = ports[0], ports[1], ports[2], ports[8]
 	p := func(i int) string { return strconv.Itoa(ports[i]) }
 	store := opts.ObjectStoreMemory
 	if store == 0 {

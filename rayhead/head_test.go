@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,12 @@ func TestStartHeadServesAndStops(t *testing.T) {
 	}
 	if job, err := jobs.Wait(ctx, sub.SubmissionID); err != nil || job.Status != raysubmit.StatusSucceeded {
 		t.Fatalf("job on the new head: %+v, %v", job, err)
+	}
+	// The dashboard's Prometheus server serves on a port of this head's,
+	// not Ray's fixed default, which a user's own Ray head on this machine
+	// (or the head of another step) would otherwise lose to this one.
+	if port := dashboardMetricsPort(ctx, t, h); port == defaultDashboardMetricsPort {
+		t.Errorf("the dashboard's metrics server is on Ray's fixed port %d", port)
 	}
 	pgid := h.Pid()
 	tmp := h.TempDir()
@@ -105,4 +112,41 @@ func TestStartHeadReportsEarlyExit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "boom: no GCS for you") {
 		t.Fatalf("Start error = %v, want the captured output", err)
 	}
+}
+
+// defaultDashboardMetricsPort is the port Ray's dashboard serves its
+// Prometheus metrics on unless DASHBOARD_METRIC_PORT says otherwise.
+const defaultDashboardMetricsPort = 44227
+
+// dashboardMetricsPort waits until h's dashboard says on which port it
+// starts its metrics server and that port answers with Prometheus metrics,
+// and returns the port.
+func dashboardMetricsPort(ctx context.Context, t *testing.T, h *rayhead.Head) int {
+	t.Helper()
+	logFile := filepath.Join(h.TempDir(), "session_latest", "logs", "dashboard.log")
+	starting := regexp.MustCompile(`Starting dashboard metrics server on port (\d+)`)
+	for {
+		if m := starting.FindSubmatch(readOrEmpty(logFile)); m != nil {
+			port, _ := strconv.Atoi(string(m[1]))
+			resp, err := http.Get("http://127.0.0.1:" + string(m[1]) + "/metrics")
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "# TYPE") {
+					return port
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the dashboard's metrics server did not answer (%s):\n%s", ctx.Err(), readOrEmpty(logFile))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// readOrEmpty is the content of file, or nothing while it is not there.
+func readOrEmpty(file string) []byte {
+	data, _ := os.ReadFile(file)
+	return data
 }

@@ -34,9 +34,9 @@ func TestRetryableStart(t *testing.T) {
 // reserved port that another process took meanwhile left it without its
 // HTTP server, so the head never took a job. Every other listener gets a
 // distinct reserved port, so that no Ray process waits on another to learn
-// its port.
+// its port; so does the dashboard's Prometheus server, through the
+// environment.
 func TestStartArgsLeaveTheAgentsHTTPPortToRay(t *testing.T) {
-	t.Parallel()
 	h := &Head{host: "127.0.0.1", tempDir: t.TempDir()}
 	args, err := h.startArgs(Options{})
 	if err != nil {
@@ -64,5 +64,22 @@ func TestStartArgsLeaveTheAgentsHTTPPortToRay(t *testing.T) {
 	if got["--port"] != strconv.Itoa(h.gcsPort) || got["--dashboard-port"] != strconv.Itoa(h.dashPort) ||
 		got["--ray-client-server-port"] != strconv.Itoa(h.clientPort) {
 		t.Errorf("the head dials other ports than it passed: %+v", h)
+	}
+	// The dashboard's Prometheus server, which `ray start` has no flag
+	// for, gets a reserved port of its own through the environment, also
+	// when the user's environment names one for their own Ray head.
+	t.Setenv(dashboardMetricsEnv, "44227")
+	env, err := h.startEnv("ray", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, dashboardMetricsEnv+"="); ok {
+			metrics = v // exec.Cmd uses the last one
+		}
+	}
+	if metrics != strconv.Itoa(h.metricsPort) || h.metricsPort == 0 || seen[metrics] {
+		t.Errorf("%s=%q, want a reserved port of its own (the flags have %v)", dashboardMetricsEnv, metrics, got)
 	}
 }

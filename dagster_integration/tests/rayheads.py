@@ -112,14 +112,16 @@ def private_head(ray_path: str) -> Iterator[Head]:
     temp_dir = Path(tempfile.mkdtemp(prefix="rs-test-", dir="/tmp"))
     # A free port for every listener but the dashboard agent's HTTP server, which picks its own:
     # it binds last, and a reserved port taken meanwhile leaves the head without a job agent
-    # (as raystep's heads do: see rayhead's startArgs).
-    ports = _free_ports(8)
+    # (as raystep's heads do: see rayhead's startArgs). The dashboard's metrics server takes its
+    # port from the environment, not a flag; its default is a fixed one every head wants.
+    ports = _free_ports(9)
     gcs, dashboard = ports[0], ports[1]
     env = {
         **os.environ,
         "PATH": ray_path,
         "RAY_AUTH_MODE": "disabled",
         "RAY_USAGE_STATS_ENABLED": "0",
+        "DASHBOARD_METRIC_PORT": str(ports[8]),
     }
     env.pop("RAY_ADDRESS", None)
     ray = (

@@ -30,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 # freeport prints a port that was free on 127.0.0.1 a moment ago: heads
-# started together must not meet on Ray's fixed defaults (10001, 52365).
+# started together must not meet on Ray's fixed defaults (10001, 52365, and
+# the dashboard's metrics server's 44227, set through DASHBOARD_METRIC_PORT).
 freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
@@ -45,7 +46,7 @@ for n in $(seq 1 "$max"); do
 		for _ in $(seq 1 "$n"); do
 			d=$(mktemp -d /tmp/rhb.XXXXXX)
 			dirs+=("$d")
-			RAY_USAGE_STATS_ENABLED=0 "$ray" start --head --port=0 --node-ip-address=127.0.0.1 \
+			RAY_USAGE_STATS_ENABLED=0 DASHBOARD_METRIC_PORT="$(freeport)" "$ray" start --head --port=0 --node-ip-address=127.0.0.1 \
 				--include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=0 \
 				--ray-client-server-port="$(freeport)" --dashboard-agent-listen-port=0 \
 				--temp-dir="$d" >"$d.out" 2>&1 &
