@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -25,7 +27,10 @@ import (
 // StartSlots heads start at once on one machine, across every raystep
 // process: a start takes one of StartSlots lock files under slotRoot and
 // holds it until its head is ready or has failed; the others wait their
-// turn, which their caller's context bounds.
+// turn, which their caller's context bounds. Turns go in the order the
+// starts came (a queue of ticket files beside the slots): without it a
+// start that came first could wait while later ones went ahead, for
+// minutes when a Dagster run's steps or a test suite start many heads.
 
 // startSlotsEnv overrides the number of heads that may start at once.
 const startSlotsEnv = "RAYSTEP_HEAD_STARTS"
@@ -101,13 +106,20 @@ func takeStartSlot(ctx context.Context, root string, n int) (release func(), wai
 		}
 		files = append(files, f)
 	}
+	turn := joinQueue(root)
+	defer turn.leave()
 	tick := time.NewTicker(slotPoll)
 	defer tick.Stop()
 	for {
-		for i, f := range files {
-			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-				files = append(files[:i], files[i+1:]...) // kept open: the lock lives with it
-				return func() { _ = f.Close() }, waited, nil
+		// A start tries the slots only while fewer starts than there are
+		// slots came before it and still wait: one of those would
+		// otherwise lose its turn to it.
+		if turn.ahead() < n {
+			for i, f := range files {
+				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+					files = append(files[:i], files[i+1:]...) // kept open: the lock lives with it
+					return func() { _ = f.Close() }, waited, nil
+				}
 			}
 		}
 		waited = true
@@ -118,4 +130,83 @@ func takeStartSlot(ctx context.Context, root string, n int) (release func(), wai
 		case <-tick.C:
 		}
 	}
+}
+
+// A ticket is a start's place in the queue for the slots: a file in the
+// slot dir named by when the start came, which the start holds locked
+// for as long as it waits. A ticket whose lock is free belongs to a
+// process that is gone; whoever meets it removes it.
+type ticket struct {
+	dir  string
+	name string
+	file *os.File // nil: the start could not queue, and waits in no order
+}
+
+// ticketPrefix begins every ticket's name; the rest sorts in the order
+// the starts came.
+const ticketPrefix = "ticket."
+
+// tickets numbers this process's tickets, which may come in the same
+// nanosecond.
+var tickets atomic.Int64
+
+// joinQueue puts a ticket for a start in dir's queue. The ticket is
+// locked before it takes its name, so that nobody finds it free and takes
+// it for a dead one's.
+func joinQueue(dir string) *ticket {
+	f, err := os.CreateTemp(dir, "joining.")
+	if err != nil {
+		return &ticket{}
+	}
+	name := fmt.Sprintf("%s%020d.%d.%d", ticketPrefix, time.Now().UnixNano(), os.Getpid(), tickets.Add(1))
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil ||
+		os.Rename(f.Name(), filepath.Join(dir, name)) != nil {
+		_ = os.Remove(f.Name())
+		_ = f.Close()
+		return &ticket{}
+	}
+	return &ticket{dir: dir, name: name, file: f}
+}
+
+// ahead counts the starts that came before t and still wait, and removes
+// the tickets of those whose process is gone.
+func (t *ticket) ahead() int {
+	if t.file == nil {
+		return 0
+	}
+	entries, err := os.ReadDir(t.dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, ticketPrefix) && name < t.name && waiting(filepath.Join(t.dir, name)) {
+			n++
+		}
+	}
+	return n
+}
+
+// waiting reports whether the ticket at path is held by a start that
+// waits; one nobody holds is removed.
+func waiting(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false // gone meanwhile: its start took a slot or gave up
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) != nil {
+		return true
+	}
+	_ = os.Remove(path)
+	return false
+}
+
+// leave takes t out of the queue: its start took a slot or gave up.
+func (t *ticket) leave() {
+	if t.file == nil {
+		return
+	}
+	_ = os.Remove(filepath.Join(t.dir, t.name))
+	_ = t.file.Close()
 }

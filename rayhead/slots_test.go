@@ -155,3 +155,92 @@ func TestStartSlotsIgnoreSquattedDir(t *testing.T) {
 		t.Errorf("a second start while the user's own slot is taken: %v, want it to wait", err)
 	}
 }
+
+// TestStartSlotsGoInTheOrderTheStartsCame: with one slot taken, a start
+// that came first gets it before one that came later, however the two
+// poll; and a ticket left by a process that is gone holds nobody back.
+func TestStartSlotsGoInTheOrderTheStartsCame(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir, err := slotDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A dead start's ticket, older than any other: a file nobody holds.
+	dead := filepath.Join(dir, ticketPrefix+"00000000000000000001.1.1")
+	if err := os.WriteFile(dead, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	release, _, err := takeStartSlot(ctx, root, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead start's ticket is still there (%v)", err)
+	}
+	order := make(chan string, 2)
+	start := func(name string) {
+		go func() {
+			r, _, err := takeStartSlot(ctx, root, 1)
+			if err != nil {
+				t.Errorf("%s start: %v", name, err)
+				return
+			}
+			order <- name
+			r()
+		}()
+	}
+	waitTickets := func(want int) {
+		for {
+			entries, _ := os.ReadDir(dir)
+			n := 0
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ticketPrefix) {
+					n++
+				}
+			}
+			if n == want {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%d starts queued, want %d", n, want)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	start("first")
+	waitTickets(1)
+	start("second")
+	waitTickets(2)
+	release()
+	for _, want := range []string{"first", "second"} {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("the %s start got the slot, want the %s", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the %s start did not get the slot", want)
+		}
+	}
+	waitTickets(0)
+
+	// A free slot is not for a start while one that came before it waits.
+	earlier := joinQueue(dir)
+	short, cancelShort := context.WithTimeout(ctx, 3*slotPoll)
+	_, _, err = takeStartSlot(short, root, 1)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a start took the free slot while an earlier one waited (%v)", err)
+	}
+	earlier.leave()
+	r, _, err := takeStartSlot(ctx, root, 1)
+	if err != nil {
+		t.Fatalf("once the earlier start left: %v", err)
+	}
+	r()
+}
