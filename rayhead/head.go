@@ -19,6 +19,7 @@
 package rayhead
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -397,13 +399,19 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 	for {
 		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) &&
 			accepts(ctx, net.JoinHostPort(h.host, strconv.Itoa(h.clientPort))) {
+			if lost := h.agentLostItsPort(); lost != "" {
+				return fmt.Errorf("%w: a Ray agent could not bind its port (%s), and its raylet stops with it; output:\n%s",
+					errRetryable, lost, h.Output())
+			}
 			return nil
 		}
 		select {
 		case <-h.keeper.done:
 			out := h.Output()
 			err := fmt.Errorf("ray head exited while starting (%s); output:\n%s", h.keeper.exitText(), out)
-			if retryableStart(out) {
+			if lost := h.agentLostItsPort(); lost != "" {
+				err = fmt.Errorf("%w: %w\na Ray agent could not bind its port (%s)", errRetryable, err, lost)
+			} else if retryableStart(out) {
 				err = fmt.Errorf("%w: %w", errRetryable, err)
 			}
 			return err
@@ -423,6 +431,27 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 			}
 		}
 	}
+}
+
+// agentErrFiles are where the head's agents write what they print on
+// stderr, under its session's log dir.
+var agentErrFiles = []string{"runtime_env_agent.err", "dashboard_agent.err"}
+
+// agentLostItsPort returns the file of an agent of the head that could
+// not bind its port (another process took the port startArgs reserved and
+// released), or "". The raylet fate-shares with its agents: it exits a
+// moment later, and `ray start` stops the head ten seconds after that,
+// saying only that "one Ray agent failed", which may be a broken install
+// as well. Meanwhile the dashboard answers and the head looked ready.
+func (h *Head) agentLostItsPort() string {
+	logs := filepath.Join(h.tempDir, "session_latest", "logs")
+	for _, name := range agentErrFiles {
+		data, err := os.ReadFile(filepath.Join(logs, name))
+		if err == nil && bytes.Contains(data, []byte("Address already in use")) {
+			return filepath.Join(logs, name)
+		}
+	}
+	return ""
 }
 
 // accepts reports whether a TCP connection to addr is accepted.

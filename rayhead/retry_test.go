@@ -109,3 +109,21 @@ func TestStartRestartsAHeadWithoutItsDashboard(t *testing.T) {
 		t.Errorf("warnings %q, want one that says the head is started again because its dashboard's port was taken", warnings)
 	}
 }
+
+// TestStartRestartsAHeadWhoseAgentLostItsPort: a Ray agent that found the
+// port startArgs reserved taken exits, and the raylet with it; `ray start`
+// says its node is up and its dashboard answers meanwhile, and stops the
+// head only ten seconds later, saying no more than that an agent failed.
+// The head is not handed over as ready: it is started again, and Warn
+// names the agent's log.
+func TestStartRestartsAHeadWhoseAgentLostItsPort(t *testing.T) {
+	firstTry := `  for a; do case $a in --temp-dir=*) tmp=${a#*=};; esac; done
+  mkdir -p "$tmp/session_latest/logs"
+  printf '    sock.bind(sockaddr)\nOSError: [Errno 98] Address already in use\n' > "$tmp/session_latest/logs/runtime_env_agent.err"
+`
+	warnings := startFailingOnce(t, firstTry, Options{})
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "starting it again") ||
+		!strings.Contains(warnings[0], "runtime_env_agent.err") {
+		t.Errorf("warnings %q, want one that says the head is started again because an agent lost its port", warnings)
+	}
+}
