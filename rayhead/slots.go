@@ -154,7 +154,7 @@ var tickets atomic.Int64
 // locked before it takes its name, so that nobody finds it free and takes
 // it for a dead one's.
 func joinQueue(dir string) *ticket {
-	f, err := os.CreateTemp(dir, "joining.")
+	f, err := os.CreateTemp(dir, joiningPrefix)
 	if err != nil {
 		return &ticket{}
 	}
@@ -180,11 +180,34 @@ func (t *ticket) ahead() int {
 	}
 	n := 0
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, ticketPrefix) && name < t.name && waiting(filepath.Join(t.dir, name)) {
-			n++
+		switch name := e.Name(); {
+		case strings.HasPrefix(name, ticketPrefix):
+			if name < t.name && waiting(filepath.Join(t.dir, name)) {
+				n++
+			}
+		case strings.HasPrefix(name, joiningPrefix):
+			removeAbandoned(filepath.Join(t.dir, name))
 		}
 	}
 	return n
+}
+
+// joiningPrefix begins the name of a ticket not yet locked and named.
+const joiningPrefix = "joining."
+
+// abandonedAfter is how old a ticket that never got its name must be
+// before it counts as left by a process killed while it made it: making
+// one takes microseconds.
+const abandonedAfter = time.Minute
+
+// removeAbandoned removes the unnamed ticket at path if nobody holds it
+// and it is older than abandonedAfter.
+func removeAbandoned(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || time.Since(fi.ModTime()) < abandonedAfter {
+		return
+	}
+	waiting(path) // removes it unless it is held
 }
 
 // waiting reports whether the ticket at path is held by a start that

@@ -174,6 +174,19 @@ func TestStartSlotsGoInTheOrderTheStartsCame(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// And the unnamed tickets of starts killed while they made them: an
+	// old one goes, a new one (being made this moment) stays.
+	abandoned, making := filepath.Join(dir, joiningPrefix+"1"), filepath.Join(dir, joiningPrefix+"2")
+	for _, f := range []string{abandoned, making} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * abandonedAfter)
+	if err := os.Chtimes(abandoned, old, old); err != nil {
+		t.Fatal(err)
+	}
+
 	release, _, err := takeStartSlot(ctx, root, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +194,13 @@ func TestStartSlotsGoInTheOrderTheStartsCame(t *testing.T) {
 	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the dead start's ticket is still there (%v)", err)
 	}
+	if _, err := os.Stat(abandoned); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the abandoned unnamed ticket is still there (%v)", err)
+	}
+	if _, err := os.Stat(making); err != nil {
+		t.Errorf("a ticket being made was removed: %v", err)
+	}
+	_ = os.Remove(making)
 	order := make(chan string, 2)
 	start := func(name string) {
 		go func() {
