@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -86,8 +87,8 @@ func (c *checker) workingDir(wd string) {
 
 // relativeTo says what a relative workingDir is relative to.
 func (c *checker) relativeTo() string {
-	if c.file == StdinName {
-		return "the current directory"
+	if c.file == StdinName || c.dir != filepath.Dir(c.file) {
+		return "the current directory" // the spec has no directory (see specDir)
 	}
 	return "the spec's directory"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 )
 
@@ -15,7 +16,8 @@ type LoadOptions struct {
 	// Profile checks GPU types and images; nil means DefaultProfile().
 	Profile *Profile
 	// Stdin is read for the file "-"; the spec is then named StdinName in
-	// errors and a relative workingDir is relative to the current directory.
+	// errors and a relative workingDir is relative to the current directory
+	// (see specDir).
 	Stdin io.Reader
 	// RunCluster, when set, replaces spec.cluster of a spec whose
 	// spec.cluster.reuse is run (after Set) before Set applies, and
@@ -269,9 +271,15 @@ func or(s, def string) string {
 }
 
 // specDir is what a relative workingDir is relative to: the spec file's
-// directory, or the current directory for a spec read from stdin.
+// directory, or the current directory for a spec that has none: one read
+// from stdin, or from a pipe or device under a name of its own, as the
+// shell's `-f <(envsubst < train.yaml)` passes one (/dev/fd/63, whose
+// directory holds the process's descriptors, not the user's files).
 func specDir(file string) string {
 	if file == StdinName {
+		return "."
+	}
+	if st, err := os.Stat(file); err == nil && !st.Mode().IsRegular() {
 		return "."
 	}
 	return filepath.Dir(file)

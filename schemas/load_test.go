@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,5 +196,52 @@ func BenchmarkValidate(b *testing.B) {
 		if _, err := Parse(file, data, LoadOptions{Profile: p}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A spec the shell hands over as a pipe (`-f <(envsubst < spec.yaml)`,
+// which raystep sees as /dev/fd/63) has no directory of its own: its
+// relative workingDir is relative to the current directory, as for stdin.
+func TestWorkingDirOfASpecReadFromAPipe(t *testing.T) {
+	cwd := t.TempDir()
+	if err := os.Mkdir(filepath.Join(cwd, "job"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	fifo := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := `apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata: {name: piped, owner: me}
+spec:
+  kind: eval
+  entrypoint: python x.py
+  workingDir: job
+  cluster: {rayVersion: "2.60.0", image: rayproject/ray:2.60.0}
+`
+	wrote := make(chan error, 1)
+	go func() { wrote <- os.WriteFile(fifo, []byte(src), 0o600) }()
+	spec, err := Load(fifo, LoadOptions{})
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		t.Fatalf("Load(%s): %v", fifo, err)
+	}
+	if want := filepath.Join(cwd, "job"); spec.Spec.WorkingDir != want {
+		t.Errorf("workingDir = %s, want %s: relative to the current directory", spec.Spec.WorkingDir, want)
+	}
+
+	// A directory that is not there is named as the one looked in.
+	go func() { wrote <- os.WriteFile(fifo, []byte(strings.Replace(src, "job", "gone", 1)), 0o600) }()
+	_, err = Load(fifo, LoadOptions{})
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	want := fifo + `: /spec/workingDir: "gone" (relative to the current directory) does not exist`
+	if err == nil || err.Error() != want {
+		t.Errorf("Load = %v, want %q", err, want)
 	}
 }
