@@ -69,7 +69,7 @@ func ResolveDashboard(ctx context.Context, explicit, address, rayBin, token stri
 	case strings.HasPrefix(address, "http://"), strings.HasPrefix(address, "https://"):
 		return checkURL(address, "RAY_ADDRESS")
 	}
-	u, err := askRay(ctx, address, rayBin, token)
+	u, err := askRay(ctx, address, rayBin, token, resolveTimeout)
 	if err != nil {
 		return "", fmt.Errorf("find the dashboard of RAY_ADDRESS=%s (set RAY_ADDRESS=http://HEAD:DASHBOARD_PORT "+
 			"or RAYSTEP_DASHBOARD_URL to skip this): %w", address, err)
@@ -97,10 +97,13 @@ print(ray_address_to_api_server_url(sys.argv[1]))
 // absence.
 var errGCSRefused = errors.New("the GCS refused the request (Ray token authentication)")
 
-// askRay runs the Python that ray runs on to resolve address. A host:port
-// that nothing listens on fails at once, without starting Python; Ray's
-// traceback is cut to its last sentence.
-func askRay(ctx context.Context, address, rayBin, token string) (string, error) {
+// askRay runs the Python that ray runs on to resolve address, for at most
+// within. A host:port that nothing listens on fails at once, without
+// starting Python; Ray's traceback is cut to its last sentence. Ray that
+// did not answer in time is quoted: it keeps trying a GCS it cannot reach
+// (one that is not Ray, or the address "auto" found) for longer than
+// within, and its warnings name the address it tried.
+func askRay(ctx context.Context, address, rayBin, token string, within time.Duration) (string, error) {
 	host, _, err := net.SplitHostPort(address)
 	if err == nil {
 		conn, err := (&net.Dialer{Timeout: gcsDialTimeout}).DialContext(ctx, "tcp", address)
@@ -114,7 +117,7 @@ func askRay(ctx context.Context, address, rayBin, token string) (string, error) 
 		return "", err
 	}
 	python := rayhead.Interpreter(bin)
-	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", resolveScript, address)
 	// A loopback address stays loopback (rayhead.Env); a token is sent
@@ -129,7 +132,10 @@ func askRay(ctx context.Context, address, rayBin, token string) (string, error) 
 	out, err := cmd.Output()
 	switch {
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("ray did not answer within %s: %w", resolveTimeout, context.Cause(ctx))
+		if said := rayLastWord(stderr.String()); said != "" {
+			return "", fmt.Errorf("ray did not answer within %s (its last word: %q): %w", within, said, context.Cause(ctx))
+		}
+		return "", fmt.Errorf("ray did not answer within %s: %w", within, context.Cause(ctx))
 	case err != nil && strings.Contains(stderr.String(), "AuthenticationError"):
 		return "", errGCSRefused
 	case err != nil:
@@ -145,6 +151,25 @@ func rayError(stderr string) string {
 	line := lastLine(stderr)
 	if name, msg, ok := strings.Cut(line, ": "); ok && !strings.Contains(name, " ") {
 		return name[strings.LastIndex(name, ".")+1:] + ": " + msg
+	}
+	return line
+}
+
+// rayLastWord returns the message of the last line Ray wrote, without the
+// prefix of its C++ log lines ("[2026-12-07 02:54:20,217 W 14903 14903]
+// rpc_client.h:153: "), or "" when it wrote nothing.
+func rayLastWord(stderr string) string {
+	if strings.TrimSpace(stderr) == "" {
+		return ""
+	}
+	line := lastLine(stderr)
+	if rest, ok := strings.CutPrefix(line, "["); ok {
+		if _, msg, ok := strings.Cut(rest, "] "); ok {
+			line = msg
+			if src, msg, ok := strings.Cut(line, ": "); ok && !strings.Contains(src, " ") {
+				line = msg
+			}
+		}
 	}
 	return line
 }
