@@ -166,6 +166,20 @@ var ErrAlreadySubmitted = errors.New("submission id already used")
 // ErrNotFound is wrapped by Jobs.Get and Jobs.Stop for an unknown job.
 var ErrNotFound = errors.New("job not found")
 
+// ErrClusterGone is wrapped by a failure a Cluster reports (Failures) when
+// nothing of the cluster runs any more, the job's processes included, as a
+// private head's keeper confirms: the runner then does not ask the dead
+// dashboard to stop the job. Gone marks a failure so.
+var ErrClusterGone = errors.New("the cluster is gone, with the job")
+
+// Gone returns err marked as the end of the whole cluster (ErrClusterGone),
+// its message unchanged.
+func Gone(err error) error { return &goneError{err} }
+
+type goneError struct{ error }
+
+func (e *goneError) Unwrap() []error { return []error{e.error, ErrClusterGone} }
+
 // JobRequest is one Ray job submission.
 type JobRequest struct {
 	// SubmissionID is the deterministic id the job is submitted under.

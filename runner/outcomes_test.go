@@ -138,6 +138,20 @@ func TestRunFailures(t *testing.T) {
 			wantExc:   "InfrastructureError",
 		},
 		{
+			name: "cluster gone with the job: no stop is sent to its dead dashboard",
+			setup: func(h *harness) {
+				h.cluster.failures = make(chan error, 1)
+				h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
+					h.calls.add("tail")
+					h.cluster.failures <- Gone(errors.New("ray head exited"))
+					return blockUntilDone(ctx)
+				}
+			},
+			wantIs: []error{ErrInfrastructure}, wantPhase: PhaseRun, wantMsg: "cluster failed: ray head exited",
+			wantCalls: []string{"provision", "ready", "dashboard", "connect", "upload", "submit", "set job id", "tail", "teardown keep=false"},
+			wantExc:   "InfrastructureError",
+		},
+		{
 			name: "log stream breaks for good",
 			setup: func(h *harness) {
 				h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {

@@ -53,7 +53,7 @@ func (s *state) admission(ctx context.Context, cl Cluster) error {
 // watch cancels the step with the first failure the cluster reports, until
 // the step's context ends.
 func (s *state) watch() {
-	ch, fail, done := s.cluster.Failures(), s.fail, s.stepDone
+	ch, fail, done, gone := s.cluster.Failures(), s.fail, s.stepDone, &s.gone
 	if ch == nil {
 		return
 	}
@@ -61,6 +61,7 @@ func (s *state) watch() {
 		select {
 		case err, ok := <-ch:
 			if ok && err != nil {
+				gone.Store(errors.Is(err, ErrClusterGone))
 				fail(&InfraError{Err: fmt.Errorf("cluster failed: %w", err)})
 			}
 		case <-done:

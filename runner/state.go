@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
@@ -43,6 +44,9 @@ type state struct {
 	// last warning.
 	dashDown bool
 	warnedAt time.Duration
+	// gone: the cluster reported that it is gone, the job with it
+	// (ErrClusterGone); set from watch's goroutine.
+	gone atomic.Bool
 
 	events    *stream                  // every event of the step goes through it
 	dagster   *dagsterLog              // tells Dagster the notes and warnings; nil standalone

@@ -69,13 +69,18 @@ const lostSubmitPolls = 10
 // ends the job with the head).
 const downStopTimeout = 5 * time.Second
 
-// stopJob stops the Ray job unless it is known to have ended, and waits a
+// stopJob stops the Ray job unless it is known to have ended (or went
+// with its cluster: ErrClusterGone), and waits a
 // little for it to end, within StopTimeout (downStopTimeout when the
 // dashboard stopped answering). A job that never existed is fine, but after
 // a lost submit "not found" may only mean "not yet", so it asks again a few
 // times.
 func (s *state) stopJob(ctx context.Context) error {
 	if !s.submitted || s.jobs == nil || s.info.Status.Terminal() {
+		return nil
+	}
+	if s.gone.Load() {
+		s.note(PhaseTeardown, "job %s ended with its cluster", s.id)
 		return nil
 	}
 	bound := s.r.StopTimeout

@@ -192,8 +192,10 @@ func (c *privateCluster) watch() {
 			return
 		default:
 		}
-		c.failures <- fmt.Errorf("ray head %s (pid %d) exited; its last output:\n%s",
-			c.head.Address(), c.head.Pid(), c.head.Output())
+		// Done means the keeper killed every process of the head, the
+		// job's too: the runner need not try to stop the job.
+		c.failures <- runner.Gone(fmt.Errorf("ray head %s (pid %d) exited. %s",
+			c.head.Address(), c.head.Pid(), c.head.ExitReport()))
 	}
 }
 

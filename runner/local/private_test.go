@@ -31,8 +31,9 @@ func TestPrivateClusterReportsItsHeadsEnd(t *testing.T) {
 	_ = syscall.Kill(h.Pid(), syscall.SIGKILL)
 	select {
 	case err := <-c.Failures():
-		if err == nil || !strings.Contains(err.Error(), "exited") {
-			t.Errorf("failure = %v, want the head's exit", err)
+		want := "ray start ended with exit code -9. Signal 9 is SIGKILL"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("failure = %v, want the head's exit: %q", err, want)
 		}
 	case <-ctx.Done():
 		t.Fatal("no failure reported after the head died")
