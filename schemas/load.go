@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // LoadOptions changes how a spec is loaded.
@@ -272,17 +273,29 @@ func or(s, def string) string {
 
 // specDir is what a relative workingDir is relative to: the spec file's
 // directory, or the current directory for a spec that has none: one read
-// from stdin, or from a pipe or device under a name of its own, as the
-// shell's `-f <(envsubst < train.yaml)` passes one (/dev/fd/63, whose
-// directory holds the process's descriptors, not the user's files).
+// from stdin (-f - or -f /dev/stdin), from another of the process's
+// descriptors, as the shell's `-f <(envsubst < train.yaml)` passes one
+// (/dev/fd/63, whose directory holds descriptors, not the user's files),
+// or from a pipe or device.
 func specDir(file string) string {
-	if file == StdinName {
+	if file == StdinName || descriptorName(file) {
 		return "."
 	}
 	if st, err := os.Stat(file); err == nil && !st.Mode().IsRegular() {
 		return "."
 	}
 	return filepath.Dir(file)
+}
+
+// descriptorName reports whether file names one of the process's open
+// descriptors rather than a file of the user's.
+func descriptorName(file string) bool {
+	file = filepath.Clean(file)
+	if file == "/dev/stdin" || strings.HasPrefix(file, "/dev/fd/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(file, "/proc/")
+	return ok && strings.Contains(rest, "/fd/")
 }
 
 // resolveDir makes dir absolute against base.

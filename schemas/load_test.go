@@ -3,6 +3,7 @@ package schemas
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -243,5 +244,38 @@ spec:
 	want := fifo + `: /spec/workingDir: "gone" (relative to the current directory) does not exist`
 	if err == nil || err.Error() != want {
 		t.Errorf("Load = %v, want %q", err, want)
+	}
+
+	// -f /dev/stdin < spec.yaml: a regular file behind one of the
+	// process's descriptors, named by the descriptor, is read as stdin is.
+	file := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byDescriptor := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	spec, err = Load(byDescriptor, LoadOptions{})
+	if err != nil {
+		t.Fatalf("Load(%s): %v", byDescriptor, err)
+	}
+	if want := filepath.Join(cwd, "job"); spec.Spec.WorkingDir != want {
+		t.Errorf("workingDir of %s = %s, want %s", byDescriptor, spec.Spec.WorkingDir, want)
+	}
+}
+
+func TestDescriptorName(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]bool{
+		"/dev/stdin": true, "/dev/fd/63": true, "/dev/fd/../fd/0": true, "/proc/self/fd/3": true, "/proc/4242/fd/0": true,
+		"/dev/stdinx": false, "/dev/null": false, "/proc/cpuinfo": false, "spec.yaml": false, "dev/fd/3": false,
+		"/home/me/fd/spec.yaml": false,
+	} {
+		if got := descriptorName(file); got != want {
+			t.Errorf("descriptorName(%q) = %v, want %v", file, got, want)
+		}
 	}
 }
