@@ -104,9 +104,9 @@ func TestLogFormatBadValue(t *testing.T) {
 		want string
 	}{
 		{name: "variable", env: map[string]string{"RAYSTEP_LOG_FORMAT": "yaml"}, args: []string{"run", "-f", train},
-			want: "raystep: RAYSTEP_LOG_FORMAT=\"yaml\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
+			want: "raystep: RAYSTEP_LOG_FORMAT=\"yaml\": want auto, text, json or logfmt\nRun 'raystep run --help' for usage.\n"},
 		{name: "flag", env: map[string]string{"RAYSTEP_LOG_FORMAT": "json"}, args: []string{"run", "-f", train, "--log-format", "JSON"},
-			want: "raystep: --log-format=\"JSON\": want auto, text, json or logfmt\nRun 'raystep --help' for usage.\n"},
+			want: "raystep: --log-format=\"JSON\": want auto, text, json or logfmt\nRun 'raystep run --help' for usage.\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type app struct {
 	// errors before it (unknown commands, flags, bad arguments) are usage
 	// errors.
 	started bool
+	// command is the command line of the command cobra ran or tried to
+	// ("raystep up"), for the usage line; empty before cobra ran.
+	command string
 	// kubeFlags are --kubeconfig and --context (kuberay.go).
 	kubeFlags kubeFlags
 	// version is raystep's version (main.version), sent as raystep/VERSION.
@@ -68,7 +72,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 
 	root := a.rootCommand()
 	root.SetArgs(args)
-	err = root.ExecuteContext(ctx)
+	ran, err := root.ExecuteContextC(ctx)
+	if ran != nil {
+		a.command = ran.CommandPath()
+	}
 	if err != nil && !a.started {
 		err = &usageError{err}
 	}
@@ -171,7 +178,7 @@ func (a *app) report(err error) {
 	fmt.Fprintf(a.stderr, "raystep: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) || errors.Is(err, fleet.ErrUsage) {
-		fmt.Fprintln(a.stderr, "Run 'raystep --help' for usage.")
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmp.Or(a.command, "raystep"))
 	}
 }
 

@@ -129,7 +129,7 @@ func TestUpHandsTheFlagsToTheKeeper(t *testing.T) {
 		s := &fakeSite{t: t, up: func(fleet.UpRequest) error { return tt.err }}
 		code, out, errOut, _ := runSite(t, s, nil, "up")
 		if code != tt.code || out != "" || !strings.Contains(errOut, tt.err.Error()) ||
-			strings.Contains(errOut, "raystep --help") != tt.help {
+			strings.Contains(errOut, "raystep up --help") != tt.help {
 			t.Errorf("keeper says %q: exit %d, stdout %q, stderr %q; want %d", tt.err, code, out, errOut, tt.code)
 		}
 	}

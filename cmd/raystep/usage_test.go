@@ -36,8 +36,10 @@ func TestUsageErrorsBeforeRun(t *testing.T) {
 				if code != exitUsage {
 					t.Errorf("%q: exit %d, want %d; stderr:\n%s", tt.args, code, exitUsage, stderr)
 				}
-				if !strings.HasSuffix(stderr, "\nRun 'raystep --help' for usage.\n") || !strings.HasPrefix(stderr, tt.want) {
-					t.Errorf("%q: stderr = %q, want %q and the usage line", tt.args, stderr, tt.want)
+				// The usage line names the subcommand whose --help tells its flags.
+				usage := "\nRun 'raystep " + name + " --help' for usage.\n"
+				if !strings.HasSuffix(stderr, usage) || !strings.HasPrefix(stderr, tt.want) {
+					t.Errorf("%q: stderr = %q, want %q and %q", tt.args, stderr, tt.want, usage)
 				}
 			})
 		}

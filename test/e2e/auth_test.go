@@ -121,7 +121,7 @@ func TestRunAddressThatNobodyAnswers(t *testing.T) {
 			name: "Ray Client address", address: "ray://" + addr, wantCode: exitUsage,
 			wantErr: "raystep: RAY_ADDRESS=ray://" + addr + ": raystep submits through the Ray Jobs API: " +
 				"set RAY_ADDRESS to the dashboard URL, e.g. http://HEAD:8265, or a GCS address HEAD:6379\n" +
-				"Run 'raystep --help' for usage.\n",
+				"Run 'raystep run --help' for usage.\n",
 		},
 	}
 	for _, tt := range tests {
