@@ -115,12 +115,13 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if err := validateSchema(sch, file, tree, pos, errs); err != nil {
 		return nil, err
 	}
-	chk := &checker{file: file, dir: specDir(file), pos: pos, errs: errs, profile: profile, partitions: opts.Partitions}
+	dir := specDir(file)
+	chk := &checker{file: file, dir: dir, pos: pos, errs: errs, profile: profile, partitions: opts.Partitions}
 	chk.spec(tree)
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
-	s, err := build(file, tree, profile)
+	s, err := build(file, dir, tree, profile)
 	if err == nil {
 		chk.warns.sort()
 		s.Warnings = chk.warns.Errors
@@ -138,8 +139,9 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	return s, nil
 }
 
-// build turns a valid tree into a defaulted Spec.
-func build(file string, tree any, profile *Profile) (*Spec, error) {
+// build turns a valid tree into a defaulted Spec; dir is the spec's
+// specDir.
+func build(file, dir string, tree any, profile *Profile) (*Spec, error) {
 	var raw rawSpec
 	if err := remarshal(tree, &raw); err != nil {
 		return nil, fmt.Errorf("decode spec %s: %w", file, err)
@@ -165,7 +167,7 @@ func build(file string, tree any, profile *Profile) (*Spec, error) {
 	}
 	s.Spec = buildJobSpec(&raw)
 	if r := raw.Spec; r.WorkingDir != "" {
-		dir, err := filepath.Abs(specDir(file))
+		dir, err := filepath.Abs(dir)
 		if err != nil {
 			return nil, fmt.Errorf("resolve the directory of %s: %w", file, err)
 		}

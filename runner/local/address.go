@@ -159,9 +159,6 @@ func rayError(stderr string) string {
 // prefix of its C++ log lines ("[2026-12-07 02:54:20,217 W 14903 14903]
 // rpc_client.h:153: "), or "" when it wrote nothing.
 func rayLastWord(stderr string) string {
-	if strings.TrimSpace(stderr) == "" {
-		return ""
-	}
 	line := lastLine(stderr)
 	if rest, ok := strings.CutPrefix(line, "["); ok {
 		if _, msg, ok := strings.Cut(rest, "] "); ok {
