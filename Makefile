@@ -84,7 +84,14 @@ GO_UNIT_TIMEOUT ?= 10m
 # 1.6 times the CPU under -race (TestStepSucceeds, TestRayJobFails and
 # TestCancel: 119 CPU-s with -race, 75 without) on a machine whose two
 # cores are the suite's limit.
+#
+# The three run side by side (-p; its default, the number of cores, runs
+# two). test/cluster, the shortest, used to start only once one of the
+# others ended, and then ran alone: its tests wait on kwok's pod stages
+# and Kueue, and one of the two cores sat idle for the suite's last two
+# minutes (process accounting over a whole CI run).
 E2E_PKGS = ./test/e2e ./runner/kuberay/e2e ./test/cluster
+E2E_PARALLEL = 3
 UNIT_PKGS = $(filter-out $(E2E_PKGS:./%=$(MODULE)/%),$(shell $(GO) list ./...))
 MODULE = github.com/raystep/raystep
 
@@ -102,7 +109,7 @@ test-go: venv build k8s-bins
 	@rc=0; set -o pipefail; \
 	$(GO) test -race -count=1 -timeout $(GO_UNIT_TIMEOUT) -json $(UNIT_PKGS) | \
 		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-unit.json || rc=1; \
-	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) -json $(E2E_PKGS) | \
+	$(GO) test -count=1 -p $(E2E_PARALLEL) -timeout $(GO_TEST_TIMEOUT) -json $(E2E_PKGS) | \
 		$(PYTHON) test/suite/report.py --stream $(TEST_OUT)/go-e2e.json || rc=1; \
 	exit $$rc
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 15s -fuzzminimizetime 2s ./schemas
