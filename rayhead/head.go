@@ -161,7 +161,7 @@ func Start(ctx context.Context, opts Options) (*Head, error) {
 		if err == nil || !errors.Is(err, errRetryable) || attempt == 3 {
 			return h, err
 		}
-		opts.warn(fmt.Sprintf("ray head did not start (attempt %d of 3); starting it again: %v", attempt, err))
+		opts.warn(fmt.Sprintf("ray head did not start (attempt %d of 3); starting it again: %s", attempt, brief(err)))
 	}
 }
 
@@ -218,13 +218,6 @@ var errRetryable = errors.New("ray head failed to start")
 // the GCS; before that, a dashboard may answer for a node that never comes
 // up.
 const startedMark = "Ray runtime started."
-
-// retryableStart reports whether out, the output of a `ray start` that
-// exited while starting, tells of a failure a new start may not meet.
-func retryableStart(out string) bool {
-	return strings.Contains(out, "already in use") || strings.Contains(out, "Failed to bind") ||
-		strings.Contains(out, "timed out during startup")
-}
 
 // startHeadInTurn is startHead once one of StartSlots is free.
 func startHeadInTurn(ctx context.Context, rayBin string, opts Options) (*Head, error) {
@@ -400,34 +393,34 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) &&
 			accepts(ctx, net.JoinHostPort(h.host, strconv.Itoa(h.clientPort))) {
 			if lost := h.agentLostItsPort(); lost != "" {
-				return fmt.Errorf("%w: a Ray agent could not bind its port (%s), and its raylet stops with it; output:\n%s",
-					errRetryable, lost, h.Output())
+				return withOutput(fmt.Errorf("%w: a Ray agent could not bind its port (%s), and its raylet stops with it",
+					errRetryable, lost), h.Output())
 			}
 			return nil
 		}
 		select {
 		case <-h.keeper.done:
 			out := h.Output()
-			err := fmt.Errorf("ray head exited while starting (%s); output:\n%s", h.keeper.exitText(), out)
+			err := fmt.Errorf("ray head exited while starting (%s)", h.keeper.exitText())
 			if lost := h.agentLostItsPort(); lost != "" {
-				err = fmt.Errorf("%w: %w\na Ray agent could not bind its port (%s)", errRetryable, err, lost)
+				err = fmt.Errorf("%w: %w; a Ray agent could not bind its port (%s)", errRetryable, err, lost)
 			} else if retryableStart(out) {
 				err = fmt.Errorf("%w: %w", errRetryable, err)
 			}
-			return err
+			return withOutput(err, out)
 		case <-ctx.Done():
-			return fmt.Errorf("wait for ray dashboard %s: %w; output:\n%s", url, context.Cause(ctx), h.Output())
+			return withOutput(fmt.Errorf("wait for ray dashboard %s: %w", url, context.Cause(ctx)), h.Output())
 		case <-stalled.C:
 			if out := h.Output(); !strings.Contains(out, startedMark) {
-				return fmt.Errorf("%w: `ray start` did not say %q within %s; output:\n%s",
-					errRetryable, startedMark, stall, out)
+				return withOutput(fmt.Errorf("%w: `ray start` did not say %q within %s",
+					errRetryable, startedMark, stall), out)
 			}
 		case <-tick.C:
 			// Ray says so and goes on without its dashboard when the
 			// dashboard's port was taken: no answer would ever come.
 			if out := h.Output(); retryableStart(out) {
-				return fmt.Errorf("%w: `ray start` could not start part of the head and went on without it; output:\n%s",
-					errRetryable, out)
+				return withOutput(fmt.Errorf("%w: `ray start` could not start part of the head and went on without it",
+					errRetryable), out)
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package rayhead
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +127,63 @@ func TestStartRestartsAHeadWhoseAgentLostItsPort(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "starting it again") ||
 		!strings.Contains(warnings[0], "runtime_env_agent.err") {
 		t.Errorf("warnings %q, want one that says the head is started again because an agent lost its port", warnings)
+	}
+}
+
+// TestStartWarnsBriefly: a retry's warning gives Ray's reason in a line,
+// not the Python traceback `ray start` printed before it: the step goes
+// on, and the warning stays in its log and in Dagster's.
+func TestStartWarnsBriefly(t *testing.T) {
+	firstTry := `  echo 'Local node IP: 127.0.0.1'
+  echo "Failed to get node info b'RPC error: Deadline Exceeded'"
+  echo 'Traceback (most recent call last):' >&2
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    echo '  File "/venv/lib/python3.11/site-packages/click/core.py", line 1414, in invoke' >&2
+    echo '    return ctx.invoke(self.callback, **ctx.params)' >&2
+    echo '           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^' >&2
+  done
+  echo 'Exception: The current node timed out during startup. This could happen because some of the raylet failed to startup or the GCS has become overloaded.' >&2
+  exit 1
+`
+	warnings := startFailingOnce(t, firstTry, Options{})
+	const want = `ray head did not start (attempt 1 of 3); starting it again: ray head failed to start: ` +
+		`ray head exited while starting (exit code 1); ray start said "Exception: The current node timed out during startup. ` +
+		`This could happen because some of the raylet failed to startup or the GCS has become overloaded."`
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings %q,\nwant [%q]", warnings, want)
+	}
+}
+
+func TestTellingLine(t *testing.T) {
+	for _, tc := range []struct{ name, out, want string }{
+		{"the last line", "Local node IP: 127.0.0.1\nUsage stats collection is disabled.\n", "Usage stats collection is disabled."},
+		{"a port taken, before the last line", "Failed to bind to 127.0.0.1:8265 because it's already occupied.\nRay runtime started.\n",
+			"Failed to bind to 127.0.0.1:8265 because it's already occupied."},
+		{"state dumps skipped", "raylet exited\n[2026-12-07 04:47:57,396 I 1 1] (raylet) [state-dump] NodeManager:\n  \n",
+			"raylet exited"},
+		{"nothing", "\n \n", ""},
+	} {
+		if got := tellingLine(tc.out); got != tc.want {
+			t.Errorf("%s: tellingLine = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStartErrorKeepsTheOutput: a head that does not start at all leaves
+// nothing of `ray start` behind but the error, so the error carries its
+// output whole, while brief (a retry's warning) carries only its telling
+// line.
+func TestStartErrorKeepsTheOutput(t *testing.T) {
+	out := "line one\nTraceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: Failed to bind to address 127.0.0.1:1\n"
+	err := fmt.Errorf("start private ray head: %w", withOutput(fmt.Errorf("%w: ray head exited while starting (exit code 1)", errRetryable), out))
+	if !errors.Is(err, errRetryable) {
+		t.Errorf("%v: not errRetryable", err)
+	}
+	if !strings.HasSuffix(err.Error(), "; output:\n"+out) {
+		t.Errorf("error %q lacks the whole output", err)
+	}
+	const want = `ray head failed to start: ray head exited while starting (exit code 1); ray start said "RuntimeError: Failed to bind to address 127.0.0.1:1"`
+	if got := brief(err); got != want {
+		t.Errorf("brief = %q, want %q", got, want)
 	}
 }
