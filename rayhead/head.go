@@ -417,10 +417,15 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 			}
 		case <-tick.C:
 			// Ray says so and goes on without its dashboard when the
-			// dashboard's port was taken: no answer would ever come.
+			// dashboard's port was taken: no answer would ever come. A
+			// raylet that registered too late is seen here too, when
+			// `ray start` printed why before it exits.
 			if out := h.Output(); retryableStart(out) {
-				return withOutput(fmt.Errorf("%w: `ray start` could not start part of the head and went on without it",
-					errRetryable), out)
+				why := "`ray start` failed to start the head"
+				if strings.Contains(out, startedMark) {
+					why = "`ray start` could not start part of the head and went on without it"
+				}
+				return withOutput(fmt.Errorf("%w: %s", errRetryable, why), out)
 			}
 		}
 	}
