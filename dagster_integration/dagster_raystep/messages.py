@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import dagster as dg
 
@@ -37,7 +38,14 @@ def waits() -> Iterator[float]:
 
 
 class MessageFileReader(dg.PipesMessageReader):
-    """Read Pipes messages from a temporary file, with a reader thread that sleeps while it is quiet."""
+    """Read Pipes messages from a temporary file, with a reader thread that sleeps while it is quiet.
+
+    `failure` is the message of the exception raystep's "closed" message carried: why the step
+    failed, in raystep's words; None until such a message came.
+    """
+
+    def __init__(self) -> None:
+        self.failure: str | None = None
 
     @property
     def expected_writer_count(self) -> int:
@@ -83,11 +91,11 @@ class MessageFileReader(dg.PipesMessageReader):
                         *lines, pending = (pending + chunk).split(b"\n")
                         for line in lines:
                             if line.strip():
-                                handler.handle_message(json.loads(line))
+                                self._handle(handler, json.loads(line))
                         pause = waits()
                     elif last:
                         if pending.strip():  # a last line without its newline
-                            handler.handle_message(json.loads(pending))
+                            self._handle(handler, json.loads(pending))
                         return
                     else:
                         closed.wait(next(pause))
@@ -95,6 +103,15 @@ class MessageFileReader(dg.PipesMessageReader):
             handler.report_pipes_framework_exception(
                 "raystep message reader", sys.exc_info()
             )
+
+    def _handle(self, handler: dg.PipesMessageHandler, message: Any) -> None:
+        """Hand message to Dagster, noting the exception a "closed" message carries (failure)."""
+        if isinstance(message, dict) and message.get("method") == "closed":
+            params = message.get("params")
+            exception = params.get("exception") if isinstance(params, dict) else None
+            if isinstance(exception, dict) and exception.get("message"):
+                self.failure = str(exception["message"])
+        handler.handle_message(message)
 
     def no_messages_debug_text(self) -> str:
         """Say where the messages were expected."""

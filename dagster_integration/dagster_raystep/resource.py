@@ -58,16 +58,41 @@ AnyContext = (
 """AnyContext is the execution context of an asset, op or asset check."""
 
 
-class RaystepError(dg.Failure):
-    """RaystepError fails a step whose `raystep run` exited non-zero, carrying the exit code."""
+REASON_LIMIT = 4000
+"""REASON_LIMIT bounds how much of raystep's error a RaystepError's description quotes."""
 
-    def __init__(self, spec: str, exit_code: int | None) -> None:
+
+def _shorten(reason: str) -> str:
+    """Return reason, or its start and its end when it is longer than REASON_LIMIT.
+
+    A failed Ray job's message ends with up to 20,000 characters of the driver's log; its start
+    says what failed and its end, a traceback's last lines, why.
+    """
+    if len(reason) <= REASON_LIMIT:
+        return reason
+    head = REASON_LIMIT // 4
+    cut = len(reason) - REASON_LIMIT
+    return f"{reason[:head]} [… {cut} characters left out …] {reason[-(REASON_LIMIT - head) :]}"
+
+
+class RaystepError(dg.Failure):
+    """RaystepError fails a step whose `raystep run` exited non-zero, carrying the exit code.
+
+    Its description quotes raystep's own error (`reason`, what raystep said when it closed the
+    Pipes session) when raystep said one: it is what the run's failure, and an alert on it, show.
+    """
+
+    def __init__(
+        self, spec: str, exit_code: int | None, reason: str | None = None
+    ) -> None:
         meaning = EXIT_CODES.get(exit_code or 0, "unexpected exit code")
+        said = (
+            f"raystep's error: {_shorten(reason.strip())}"
+            if reason and reason.strip()
+            else "raystep's error and the Ray job's log are in this step's events and logs."
+        )
         super().__init__(
-            description=(
-                f"raystep run -f {spec} exited with code {exit_code}: {meaning}. "
-                "raystep's error and the Ray job's log are in this step's events and logs."
-            ),
+            description=f"raystep run -f {spec} exited with code {exit_code}: {meaning}. {said}",
             metadata={
                 "raystep/exit_code": -1 if exit_code is None else exit_code,
                 "raystep/spec": dg.MetadataValue.path(spec),
@@ -309,12 +334,13 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
         )
         command = self.command(spec, overrides)
         op_context.log.info(f"raystep: {shlex.join(command)}")
+        reader = MessageFileReader()
         with dg.open_pipes_session(
             context=op_context,
             context_injector=PartitionRangeInjector(
                 op_context, dg.PipesTempFileContextInjector()
             ),
-            message_reader=MessageFileReader(),
+            message_reader=reader,
             extras={**_check_extras(op_context), **(extras or {})},
         ) as session:
             code = self._wait(
@@ -329,14 +355,19 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
                     },
                 ),
             )
-            if code == EXIT_PREEMPTED:
-                self._retry_preempted(op_context, os.fspath(spec))
-            if code != 0:
-                raise RaystepError(os.fspath(spec), code)
+        # The session is closed: the reader has read raystep's last message, which says why
+        # a failed step failed.
+        if code == EXIT_PREEMPTED:
+            self._retry_preempted(op_context, os.fspath(spec), reader.failure)
+        if code != 0:
+            raise RaystepError(os.fspath(spec), code, reader.failure)
         return dg.PipesClientCompletedInvocation(session)
 
     def _retry_preempted(
-        self, context: dg.AssetExecutionContext | dg.OpExecutionContext, spec: str
+        self,
+        context: dg.AssetExecutionContext | dg.OpExecutionContext,
+        spec: str,
+        reason: str | None,
     ) -> None:
         """Ask Dagster to retry a preempted step, within preemption_retries, with backoff."""
         attempt = context.retry_number
@@ -353,7 +384,7 @@ class RaystepResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dag
         )
         raise dg.RetryRequested(
             max_retries=self.preemption_retries, seconds_to_wait=wait
-        ) from RaystepError(spec, EXIT_PREEMPTED)
+        ) from RaystepError(spec, EXIT_PREEMPTED, reason)
 
     def _wait(
         self,

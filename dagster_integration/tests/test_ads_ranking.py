@@ -216,9 +216,11 @@ def test_failing_train_step_fails_with_raystep_error(
     assert result.get_asset_materialization_events() == []
     failure = result.failure_data_for_node(MODEL_NODE)
     assert failure is not None and failure.user_failure_data is not None
-    assert f"exited with code 1: {EXIT_CODES[1]}" in (
-        failure.user_failure_data.description or ""
+    description = failure.user_failure_data.description or ""
+    assert (
+        f"exited with code 1: {EXIT_CODES[1]}. raystep's error: ray job " in description
     )
+    assert "driver-boom" in description, "the failure says what the driver said"
     assert "driver-boom" in _event_log_text(instance, result.run_id), (
         "raystep's error reaches the event log"
     )

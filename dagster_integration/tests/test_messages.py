@@ -82,3 +82,25 @@ def test_waits_double_up_to_the_longest() -> None:
     assert got[0] == FIRST_WAIT
     assert all(b == min(a * 2, LONGEST_WAIT) for a, b in itertools.pairwise(got))
     assert got[-1] == LONGEST_WAIT
+
+
+def test_the_failure_a_closed_message_carries_is_kept() -> None:
+    """failure is the exception message of raystep's "closed" message, None without one."""
+    handler = Handler()
+    reader = MessageFileReader()
+    closed = {
+        "__dagster_pipes_version": "0.1",
+        "method": "closed",
+        "params": {"exception": {"message": "provision: quota", "name": "InfraError"}},
+    }
+    with reader.read_messages(handler) as params:  # type: ignore[arg-type]
+        Path(params["path"]).write_text(json.dumps(closed) + "\n")
+    assert reader.failure == "provision: quota"
+    assert handler.messages == [closed]
+
+    quiet = MessageFileReader()
+    with quiet.read_messages(Handler()) as params:  # type: ignore[arg-type]
+        Path(params["path"]).write_text(
+            json.dumps({**closed, "params": {}}) + "\n" + json.dumps(message(1)) + "\n"
+        )
+    assert quiet.failure is None

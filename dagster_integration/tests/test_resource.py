@@ -27,6 +27,7 @@ from dagster_raystep import (
     raystep_asset,
     raystep_asset_check,
 )
+from dagster_raystep.resource import REASON_LIMIT
 
 
 def _executable(path: Path) -> Path:
@@ -216,6 +217,8 @@ STAND_IN = textwrap.dedent(
                                      metadata={{"auc": 0.9}})
         if pipes.asset_keys:
             pipes.report_asset_materialization(metadata={{"loss": 0.5, "raystep/backend": "local"}})
+        if "STAND_IN_ERROR" in os.environ:  # closes the session with this exception, and exits 1
+            raise RuntimeError(os.environ["STAND_IN_ERROR"])
     sys.exit(int(os.environ.get("STAND_IN_EXIT", "0")))
     """
 )
@@ -338,6 +341,39 @@ def test_exit_code_fails_the_step(
     assert failure.user_failure_data.metadata[
         "raystep/exit_code"
     ] == dg.IntMetadataValue(code)
+
+
+def test_the_failure_quotes_raystep_s_error(
+    stand_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's failure (what the UI and a run-failure alert show) says why, in raystep's words."""
+    monkeypatch.setenv("STAND_IN_ERROR", "provision: timeouts.provision 15m reached")
+    model, _ = _defs_for_stand_in()
+    result = dg.materialize(
+        [model],
+        resources={"raystep": RaystepResource(binary=str(stand_in))},
+        raise_on_error=False,
+    )
+    failure = result.failure_data_for_node("model")
+    assert failure is not None and failure.user_failure_data is not None
+    assert failure.user_failure_data.description == (
+        f"raystep run -f train.yaml exited with code 1: {EXIT_CODES[1]}. "
+        # dagster-pipes, which the stand-in closes its session with, names the exception's type.
+        "raystep's error: RuntimeError: provision: timeouts.provision 15m reached"
+    )
+
+
+def test_a_long_error_is_quoted_by_its_start_and_end() -> None:
+    reason = (
+        "ray job j FAILED: last available logs: "
+        + "x" * 20_000
+        + " ValueError: bad row"
+    )
+    description = RaystepError("s.yaml", 1, reason).description or ""
+    assert len(description) < REASON_LIMIT + 200, len(description)
+    assert "raystep's error: ray job j FAILED: last available logs: xxx" in description
+    assert "characters left out" in description
+    assert description.endswith("x ValueError: bad row")
 
 
 def test_invalid_spec_is_not_retried() -> None:
