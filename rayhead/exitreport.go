@@ -82,7 +82,7 @@ func writeLast(b *strings.Builder, lines []string) {
 	var kept []string
 	for _, l := range lines {
 		l = strings.TrimRight(l, " \t\r")
-		if strings.TrimSpace(l) == "" || strings.Contains(l, "[state-dump]") {
+		if !saysSomething(l) {
 			continue
 		}
 		kept = append(kept, l)
@@ -95,4 +95,10 @@ func writeLast(b *strings.Builder, lines []string) {
 		b.WriteString("\n    ")
 		b.WriteString(l)
 	}
+}
+
+// saysSomething reports whether a line of Ray's output says something to a
+// person: it is not blank and not one of the raylet's periodic state dumps.
+func saysSomething(line string) bool {
+	return strings.TrimSpace(line) != "" && !strings.Contains(line, "[state-dump]")
 }

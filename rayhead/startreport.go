@@ -54,8 +54,8 @@ func retryableStart(out string) bool {
 }
 
 // tellingLine returns the line of out that says why a start failed: the
-// last one with retryWords in it, else the last that says anything (not
-// blank, not one of the raylet's state dumps).
+// last one with retryWords in it, else the last that says something
+// (saysSomething).
 func tellingLine(out string) string {
 	lines := strings.Split(out, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -64,9 +64,8 @@ func tellingLine(out string) string {
 		}
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l != "" && !strings.Contains(l, "[state-dump]") {
-			return l
+		if saysSomething(lines[i]) {
+			return strings.TrimSpace(lines[i])
 		}
 	}
 	return ""
