@@ -29,6 +29,9 @@ func TestUIRefusesExposedAddr(t *testing.T) {
 		{[]string{"--addr", "0.0.0.0:0", "--auth-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.0/99"}, "--trusted-proxy \"10.0.0.0/99\""},
 		{[]string{"--trusted-proxy", "10.0.0.0/8"}, "--auth-proxy-header"},
 		{[]string{"--public-url", "raystep.example.com"}, "--public-url \"raystep.example.com\""},
+		{[]string{"--addr", "127.0.0.1:99999"}, "--addr \"127.0.0.1:99999\": want a port from 0 to 65535"},
+		{[]string{"--addr", "127.0.0.1:-1"}, "--addr \"127.0.0.1:-1\": want a port"},
+		{[]string{"--addr", "127.0.0.1"}, "--addr \"127.0.0.1\": want HOST:PORT"},
 	} {
 		var stdout, stderr bytes.Buffer
 		a := &app{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, lookup: envconfig.MapLookuper(map[string]string{})}

@@ -55,13 +55,17 @@ func ReadToken(file string) (string, error) {
 	return token, nil
 }
 
-// CheckAddr refuses a listen address that is not host:port, and one whose
-// host is not loopback (127.0.0.0/8, ::1 or localhost) when auth lets
-// everyone in, or lets in whoever sends the proxy's header.
+// CheckAddr refuses a listen address that is not host:port (a port from 0
+// to 65535, or a service name), and one whose host is not loopback
+// (127.0.0.0/8, ::1 or localhost) when auth lets everyone in, or lets in
+// whoever sends the proxy's header.
 func CheckAddr(addr string, auth Auth) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: want HOST:PORT, e.g. 127.0.0.1:8080: %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("--addr %q: want a port from 0 to 65535 (0 picks a free one): %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return nil
