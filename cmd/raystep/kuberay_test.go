@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,30 @@ func TestKuberayBackendDashboard(t *testing.T) {
 				t.Errorf("InCluster %v, PortForwardGiveUp %s; want %v, %s", b.Dashboard.InCluster, b.PortForwardGiveUp, tt.wantInCluster, tt.wantGiveUp)
 			}
 		})
+	}
+}
+
+// TestKuberayBorrowRefusesABadName: run --cluster with a name no
+// RayCluster can have is the user's mistake (exit 2), found before
+// anything asks the API server.
+func TestKuberayBorrowRefusesABadName(t *testing.T) {
+	t.Parallel()
+	spec, err := schemas.Load(train, schemas.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	profile, err := schemas.DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &app{lookup: envconfig.MapLookuper(map[string]string{})}
+	if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
+		t.Fatal(err)
+	}
+	s := a.kubeSite(a.runCommand(), "run")
+	s.Connect = func() (*kuberay.Clients, error) { return &kuberay.Clients{}, nil } // no API server: nothing may ask it
+	_, _, err = s.Place(t.Context(), runner.Step{Name: "x"}, fleet.Placement{Spec: spec, Profile: profile, Cluster: "Alice_Dev"})
+	if code := exitCode(t.Context(), err); code != exitUsage || !strings.Contains(err.Error(), `run --cluster: "Alice_Dev" is not a cluster name`) {
+		t.Errorf("run --cluster Alice_Dev: exit %d, %v; want %d naming the name", code, err, exitUsage)
 	}
 }

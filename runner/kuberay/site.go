@@ -598,6 +598,9 @@ func (s *Site) backend(c *Clients, spec *schemas.Spec, profile *schemas.Profile)
 // The step reports the cluster's GPUs, not the spec's, and a notice tells
 // the user the spec's cluster section is not used.
 func (s *Site) borrow(ctx context.Context, b *Backend, step *runner.Step, name string) error {
+	if err := checkName("run --cluster", name); err != nil {
+		return err
+	}
 	i := &Interactive{Kube: b.Kube, Ray: b.Ray, KeepDir: s.KeepDir}
 	rc, err := i.Find(ctx, step.Namespace, name)
 	if err != nil {

@@ -3,11 +3,15 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/runner"
 )
 
 // TestLost: Lost says why a borrowed cluster is no longer there: its
@@ -52,4 +56,22 @@ func TestLost(t *testing.T) {
 			t.Errorf("Lost after the step ended = %v, want nil", err)
 		}
 	})
+}
+
+// TestBorrowNames: run --cluster with a name no cluster can have is the
+// user's mistake (exit 2), said as such and not as a cluster up could
+// start; a good name without a record is not found.
+func TestBorrowNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := &Site{Open: func() (*Clusters, error) { return &Clusters{Dir: dir}, nil }}
+	_, _, err := s.Place(t.Context(), runner.Step{}, fleet.Placement{Cluster: "Alice_Dev"})
+	if !errors.Is(err, fleet.ErrUsage) || !strings.Contains(err.Error(), `cluster name "Alice_Dev": want a DNS label`) ||
+		strings.Contains(err.Error(), "starts it") {
+		t.Errorf("run --cluster Alice_Dev: %v, want a usage error about the name alone", err)
+	}
+	_, _, err = s.Place(t.Context(), runner.Step{}, fleet.Placement{Cluster: "alice-dev"})
+	if !errors.Is(err, fleet.ErrNotFound) || !strings.Contains(err.Error(), "raystep up --name alice-dev starts it") {
+		t.Errorf("run --cluster alice-dev without a record: %v, want not found, pointing at raystep up", err)
+	}
 }

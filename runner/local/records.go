@@ -96,11 +96,12 @@ var ErrNotFound = fleet.NotFound("no such local cluster")
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // CheckName refuses a cluster name that is not a DNS label, the same rule
-// as for a Kubernetes RayCluster's name.
+// as for a Kubernetes RayCluster's name: a usage error (fleet.ErrUsage),
+// whichever command was given it.
 func CheckName(name string) error {
 	if len(name) > 63 || !nameRE.MatchString(name) {
-		return fmt.Errorf("cluster name %q: want a DNS label: at most 63 lower-case letters, digits "+
-			"and '-', starting and ending with a letter or digit", name)
+		return fleet.BadName(fmt.Sprintf("cluster name %q: want a DNS label: at most 63 lower-case letters, digits "+
+			"and '-', starting and ending with a letter or digit", name))
 	}
 	return nil
 }

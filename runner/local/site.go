@@ -503,6 +503,9 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 // no longer runs a usage error: exit 2, nothing started. A cluster that
 // expires or goes while the step runs fails the step at once (exit 3).
 func (s *Site) borrow(step runner.Step, name string) (runner.Step, runner.Backend, error) {
+	if err := CheckName(name); err != nil {
+		return runner.Step{}, nil, fmt.Errorf("run --cluster: %w", err)
+	}
 	c, err := s.Open()
 	if err != nil {
 		return runner.Step{}, nil, err
