@@ -59,8 +59,9 @@ the end. With RAY_ADDRESS (http://HEAD:8265, or the GCS address HEAD:6379),
 RAY_API_SERVER_ADDRESS or RAYSTEP_DASHBOARD_URL it runs on that existing
 cluster and leaves it running; a token-enabled cluster's token comes from
 RAYSTEP_DASHBOARD_TOKEN, else RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
-~/.ray/auth_token, as for Ray's own tools. A private head listens on
-127.0.0.1 only and requires a token of its own.
+~/.ray/auth_token, as for Ray's own tools. RAY_ADDRESS=local, Ray's
+word for a new Ray on this machine, gets the step a private head. A
+private head listens on 127.0.0.1 only and requires a token of its own.
 
 With --cluster NAME the step runs on the interactive cluster raystep up
 made, which it borrows: the spec's cluster section is not used and the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,8 +29,9 @@ const probeTimeout = 10 * time.Second
 
 // CheckAddress refuses, before anything starts, an existing cluster's
 // address that raystep cannot use: a dashboard URL (explicit) that is not
-// http(s), or a RAY_ADDRESS (address) with a scheme other than http(s),
-// such as a Ray Client ray:// address. Empty values pass.
+// http(s), a RAY_ADDRESS (address) with a scheme other than http(s), such
+// as a Ray Client ray:// address, or one that is neither a URL, "auto" nor
+// a GCS HOST:PORT. Empty values pass.
 func CheckAddress(explicit, address string) error {
 	if explicit != "" {
 		_, err := checkURL(explicit, "dashboard URL")
@@ -42,6 +44,13 @@ func CheckAddress(explicit, address string) error {
 	case strings.Contains(address, "://"):
 		return fmt.Errorf("RAY_ADDRESS=%s: raystep submits through the Ray Jobs API: "+
 			"set RAY_ADDRESS to the dashboard URL, e.g. http://HEAD:8265, or a GCS address HEAD:6379", address)
+	case address == "" || address == "auto":
+		return nil
+	}
+	host, port, err := net.SplitHostPort(address)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("RAY_ADDRESS=%s: want the dashboard URL, e.g. http://HEAD:8265, a GCS address HEAD:6379, "+
+			"or auto (the cluster `ray start` last started on this machine)", address)
 	}
 	return nil
 }

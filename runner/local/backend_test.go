@@ -2,10 +2,12 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +15,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/local"
+	"github.com/raystep/raystep/schemas"
 	"github.com/raystep/raystep/test/raytest"
 )
 
@@ -191,5 +195,51 @@ func TestExistingClusterProbe(t *testing.T) {
 				t.Errorf("Authorization = %q, want the bearer token", got)
 			}
 		})
+	}
+}
+
+// TestCheckAddress: RAY_ADDRESS is a dashboard URL, a GCS HOST:PORT or
+// auto; anything else is refused with what it should be.
+func TestCheckAddress(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "auto", "10.0.0.1:6379", "head.example.com:6379", "[::1]:6379", "http://127.0.0.1:8265"} {
+		if err := local.CheckAddress("", ok); err != nil {
+			t.Errorf("CheckAddress(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"notaurl:::", "10.0.0.1", "10.0.0.1:99999", "10.0.0.1:0", ":6379", "head:gcs"} {
+		if err := local.CheckAddress("", bad); err == nil || !strings.Contains(err.Error(), "RAY_ADDRESS="+bad+": want the dashboard URL") {
+			t.Errorf("CheckAddress(%q) = %v, want it refused, saying what to set", bad, err)
+		}
+	}
+}
+
+// TestPlaceOnRayAddress: a RAY_ADDRESS that is not an address is the
+// user's mistake, refused before anything starts (exit 2); RAY_ADDRESS=local,
+// Ray's word for a new Ray on this machine, gets the step a private head
+// and says so, instead of the cluster some other ray start left running.
+func TestPlaceOnRayAddress(t *testing.T) {
+	t.Parallel()
+	site := func(address string) *local.Site {
+		dir := t.TempDir()
+		return &local.Site{
+			Address:  address,
+			RayBin:   func() (string, error) { return "ray", nil },
+			StateDir: func() (string, error) { return dir, nil },
+			Open:     func() (*local.Clusters, error) { return &local.Clusters{Dir: dir}, nil },
+		}
+	}
+	spec := &schemas.Spec{}
+	_, _, err := site("notaurl:::").Place(t.Context(), runner.Step{}, fleet.Placement{Spec: spec})
+	if !errors.Is(err, fleet.ErrUsage) || !strings.Contains(err.Error(), "RAY_ADDRESS=notaurl:::: want the dashboard URL") {
+		t.Errorf("RAY_ADDRESS=notaurl:::: %v, want a usage error naming it", err)
+	}
+	step, b, err := site("local").Place(t.Context(), runner.Step{}, fleet.Placement{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.(*local.Backend).Existing() || step.Shape != "private ray head on this machine" ||
+		!slices.ContainsFunc(step.Notices, func(n string) bool { return strings.Contains(n, "RAY_ADDRESS=local") }) {
+		t.Errorf("RAY_ADDRESS=local: shape %q, notices %q; want a private head, said", step.Shape, step.Notices)
 	}
 }

@@ -460,6 +460,12 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 		Address: s.Address, DashboardURL: s.DashboardURL,
 		Head: rayhead.Options{RayBin: bin}, Logger: s.Logger,
 	}
+	if b.Address == "local" && b.DashboardURL == "" {
+		// Ray's word for "start a new Ray on this machine, connect to no
+		// other": ray.init() does, and so does a step, on a head of its own.
+		b.Address = ""
+		step.Notices = append(step.Notices, "RAY_ADDRESS=local names no existing cluster: the step starts a private ray head, as ray.init() starts a new one")
+	}
 	if b.Existing() {
 		if err := CheckAddress(b.DashboardURL, b.Address); err != nil {
 			return runner.Step{}, nil, fleet.Usage(err.Error())
