@@ -23,6 +23,17 @@ func TestRunClusterName(t *testing.T) {
 	if runner.ClusterHash(a) == runner.ClusterHash(c) {
 		t.Errorf("another head size kept the cluster hash")
 	}
+	// A section without secretEnv hashes as before secretEnv existed, so a
+	// step of a newer raystep still finds the run-scoped cluster an older
+	// one made for the same run.
+	if got := runner.ClusterHash(a); got != "6d6a74b4a023eb78" {
+		t.Errorf("ClusterHash = %s, want 6d6a74b4a023eb78 as before", got)
+	}
+	d := a
+	d.SecretEnv = []schemas.SecretEnv{{Name: "WANDB_API_KEY", Secret: "wandb", Key: "api-key"}}
+	if runner.ClusterHash(a) == runner.ClusterHash(d) {
+		t.Errorf("a secretEnv entry kept the cluster hash")
+	}
 	for _, tt := range []struct{ name, runID, want string }{
 		{"uuid", "A1A655B3-e009-4fb8-99bc-763a2b5e20ab", "run-a1a655b3-"},
 		{"short", "x_1", "run-x1-"},

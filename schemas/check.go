@@ -52,6 +52,8 @@ func (c *checker) spec(tree any) {
 	}
 	cluster, _ := spec["cluster"].(map[string]any)
 	c.cluster(cluster)
+	renv, _ := spec["runtimeEnv"].(map[string]any)
+	c.secretEnv(cluster, renv)
 	c.queue(cluster)
 	c.entrypointResources(spec["entrypointResources"], cluster)
 	timeouts, _ := spec["timeouts"].(map[string]any)
@@ -114,6 +116,38 @@ func (c *checker) cluster(cluster map[string]any) {
 			seen[g] = i
 		}
 		c.worker(base, wm)
+	}
+}
+
+// reservedEnv matches the environment variables Ray, KubeRay, raystep and
+// Dagster Pipes set in a Ray container themselves (RAY_AUTH_TOKEN, the
+// partition and Pipes variables, ...): a secret must not replace one.
+var reservedEnv = regexp.MustCompile(`^(RAY_|RAYSTEP_|KUBERAY_|DAGSTER_PIPES_)`)
+
+// secretEnv refuses two entries of spec.cluster.secretEnv for one
+// variable, one that runtimeEnv.env_vars sets too (the job's runtime_env
+// would win, in plain sight), and one that Ray or raystep sets.
+func (c *checker) secretEnv(cluster, runtimeEnv map[string]any) {
+	entries, _ := cluster["secretEnv"].([]any)
+	plain, _ := runtimeEnv["env_vars"].(map[string]any)
+	seen := map[string]int{}
+	for i, e := range entries {
+		em, _ := e.(map[string]any)
+		name, ok := em["name"].(string)
+		if !ok || name == "" {
+			continue
+		}
+		ptr := fmt.Sprintf("/spec/cluster/secretEnv/%d/name", i)
+		if j, dup := seen[name]; dup {
+			c.add(ptr, "%s is already set from a Secret by secretEnv[%d]", name, j)
+		}
+		seen[name] = i
+		if _, both := plain[name]; both {
+			c.add(ptr, "%s is also in spec.runtimeEnv.env_vars, whose value the Ray dashboard shows: keep it in one place", name)
+		}
+		if reservedEnv.MatchString(name) {
+			c.add(ptr, "%s is a name Ray, KubeRay, raystep or Dagster Pipes sets in the Ray containers (RAY_*, RAYSTEP_*, KUBERAY_*, DAGSTER_PIPES_*)", name)
+		}
 	}
 }
 

@@ -208,6 +208,9 @@ func buildJobSpec(raw *rawSpec) JobSpec {
 	for _, w := range r.Cluster.Workers {
 		js.Cluster.Workers = append(js.Cluster.Workers, buildWorker(w))
 	}
+	for _, e := range r.Cluster.SecretEnv {
+		js.Cluster.SecretEnv = append(js.Cluster.SecretEnv, SecretEnv(e))
+	}
 	return js
 }
 

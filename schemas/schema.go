@@ -166,6 +166,9 @@ var patternHints = map[string]string{
 	`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`:            "a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
 	`^[0-9]+\.[0-9]+\.[0-9]+$`:                   "a Ray version like \"2.60.0\" (quote it in YAML)",
 	`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`: "a valid label value (letters, digits, '-', '_', '.')",
+	`^[A-Za-z_][A-Za-z0-9_]*$`:                   "an environment variable name (letters, digits and '_', not starting with a digit)",
+	`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`:           "a Secret name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit)",
+	`^[-._a-zA-Z0-9]+$`:                          "a key of a Secret (letters, digits, '-', '_' and '.')",
 }
 
 // pointer builds a JSON pointer from unescaped tokens; "/" is the root.

@@ -120,6 +120,18 @@ type Cluster struct {
 	Workers []WorkerGroup
 	// Reuse is ReuseStep unless the spec asks for ReuseRun.
 	Reuse Reuse
+	// SecretEnv are the environment variables of every Ray container
+	// whose values come from Secrets. Omitted from JSON when empty, so a
+	// section without it hashes as before it existed (runner.ClusterHash).
+	SecretEnv []SecretEnv `json:",omitempty"`
+}
+
+// SecretEnv is an environment variable of the driver and the workers whose
+// value is a secret: on KubeRay the key Key of the Secret named Secret in
+// the step's namespace, referenced by the pods so that raystep never holds
+// the value; on the local backend raystep's own variable Name.
+type SecretEnv struct {
+	Name, Secret, Key string
 }
 
 // Head sizes the head pod.
@@ -197,7 +209,12 @@ type rawSpec struct {
 				CPUs   any `json:"cpus"`
 				Memory any `json:"memory"`
 			} `json:"head"`
-			Workers []rawWorker `json:"workers"`
+			Workers   []rawWorker `json:"workers"`
+			SecretEnv []struct {
+				Name   string `json:"name"`
+				Secret string `json:"secret"`
+				Key    string `json:"key"`
+			} `json:"secretEnv"`
 		} `json:"cluster"`
 		Timeouts struct {
 			Provision        string `json:"provision"`

@@ -90,7 +90,7 @@ func (a *app) localSite(cmd *cobra.Command) *local.Site {
 		Open: a.localClusters, StateDir: a.localStateDir, RayBin: a.rayBin, Given: cmd.Flags().Changed,
 		Address: a.cfg.RayAddress, DashboardURL: firstNonEmpty(a.cfg.DashboardURL, a.cfg.RayAPIServerAddress),
 		Tokens: local.TokenSources{Raystep: a.cfg.DashboardToken, Env: a.cfg.RayAuthToken, Path: a.cfg.RayAuthTokenPath, Home: a.cfg.Home},
-		Logger: a.localLog(), UserAgent: a.userAgent(), Streams: a.streams(),
+		Logger: a.localLog(), UserAgent: a.userAgent(), Streams: a.streams(), LookupEnv: a.lookup.Lookup,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -164,7 +165,33 @@ func clusterSpec(spec *schemas.Spec, profile *schemas.Profile, podLabels map[str
 	if profile.Spec.RayAuth.On(c.RayVersion) {
 		cs.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, SecretName: ptr(secret)}
 	}
+	if env := secretEnv(c.SecretEnv); len(env) > 0 {
+		setEnv(&cs.HeadGroupSpec.Template, env)
+		for i := range cs.WorkerGroupSpecs {
+			setEnv(&cs.WorkerGroupSpecs[i].Template, env)
+		}
+	}
 	return cs, nil
+}
+
+// secretEnv is spec.cluster.secretEnv as container environment: each
+// variable a reference to its Secret's key, which the kubelet resolves, so
+// neither raystep nor the RayJob ever holds the value.
+func secretEnv(entries []schemas.SecretEnv) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, e := range entries {
+		env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: e.Secret}, Key: e.Key},
+		}})
+	}
+	return env
+}
+
+// setEnv gives every container of t (the Ray container raystep made) env.
+func setEnv(t *corev1.PodTemplateSpec, env []corev1.EnvVar) {
+	for i := range t.Spec.Containers {
+		t.Spec.Containers[i].Env = append(t.Spec.Containers[i].Env, env...)
+	}
 }
 
 func workerGroup(w schemas.WorkerGroup, image string, profile *schemas.Profile, labels map[string]string) (rayv1.WorkerGroupSpec, error) {

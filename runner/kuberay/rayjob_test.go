@@ -290,3 +290,47 @@ func TestLabelValue(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildSecretEnv: spec.cluster.secretEnv becomes a reference to the
+// Secret's key on the Ray container of the head and of every worker
+// group, and nowhere else: not in the job's runtime_env, which the
+// dashboard shows.
+func TestBuildSecretEnv(t *testing.T) {
+	t.Parallel()
+	spec, profile := load(t, "../../examples/ads_ranking/batch_inference.yaml")
+	spec.Spec.Cluster.SecretEnv = []schemas.SecretEnv{
+		{Name: "WANDB_API_KEY", Secret: "wandb", Key: "api-key"},
+		{Name: "HF_TOKEN", Secret: "hf", Key: "token"},
+	}
+	job, err := Build(spec, profile, anonymous(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(secret, key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}
+	}
+	want := []corev1.EnvVar{{Name: "WANDB_API_KEY", ValueFrom: ref("wandb", "api-key")}, {Name: "HF_TOKEN", ValueFrom: ref("hf", "token")}}
+	cs := job.Spec.RayClusterSpec
+	templates := map[string]corev1.PodTemplateSpec{"head": cs.HeadGroupSpec.Template}
+	for _, g := range cs.WorkerGroupSpecs {
+		templates["worker group "+g.GroupName] = g.Template
+	}
+	for name, tpl := range templates {
+		for _, c := range tpl.Spec.Containers {
+			if diff := cmp.Diff(want, c.Env); diff != "" {
+				t.Errorf("%s container %s env (-want +got):\n%s", name, c.Name, diff)
+			}
+		}
+	}
+	if strings.Contains(job.Spec.RuntimeEnvYAML, "WANDB_API_KEY") {
+		t.Errorf("runtime_env names the secret variable:\n%s", job.Spec.RuntimeEnvYAML)
+	}
+	plain, err := Build(func() *schemas.Spec { s := *spec; s.Spec.Cluster.SecretEnv = nil; return &s }(), profile, anonymous(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := plain.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0].Env; env != nil {
+		t.Errorf("without secretEnv the head's env = %v, want none", env)
+	}
+}

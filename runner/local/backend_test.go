@@ -243,3 +243,50 @@ func TestPlaceOnRayAddress(t *testing.T) {
 		t.Errorf("RAY_ADDRESS=local: shape %q, notices %q; want a private head, said", step.Shape, step.Notices)
 	}
 }
+
+// TestPlaceWithSecretEnv: a private head has raystep's own environment, so
+// a spec.cluster.secretEnv variable raystep lacks is said before the job
+// runs without it, and one it has is not; on an existing cluster, whose
+// environment raystep cannot give anything, the step says it is not used.
+func TestPlaceWithSecretEnv(t *testing.T) {
+	t.Parallel()
+	spec := &schemas.Spec{}
+	spec.Spec.Cluster.SecretEnv = []schemas.SecretEnv{{Name: "WANDB_API_KEY", Secret: "wandb", Key: "api-key"}, {Name: "HF_TOKEN", Secret: "hf", Key: "token"}}
+	site := func(address string, env map[string]string) *local.Site {
+		dir := t.TempDir()
+		return &local.Site{
+			Address:   address,
+			RayBin:    func() (string, error) { return "ray", nil },
+			StateDir:  func() (string, error) { return dir, nil },
+			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		}
+	}
+	for _, tt := range []struct {
+		name, address string
+		env           map[string]string
+		want          string // a notice that contains this; "" for no notice about secretEnv
+	}{
+		{"private head, one unset", "", map[string]string{"HF_TOKEN": "hf-value-1c9"}, "spec.cluster.secretEnv: WANDB_API_KEY not set in raystep's environment"},
+		{"private head, both set", "", map[string]string{"HF_TOKEN": "hf-value-1c9", "WANDB_API_KEY": "wandb-value-7f2"}, ""},
+		{"existing cluster", "http://127.0.0.1:8265", map[string]string{"HF_TOKEN": "hf-value-1c9", "WANDB_API_KEY": "wandb-value-7f2"}, "spec.cluster.secretEnv (WANDB_API_KEY, HF_TOKEN) is not used on an existing cluster"},
+	} {
+		step, _, err := site(tt.address, tt.env).Place(t.Context(), runner.Step{}, fleet.Placement{Spec: spec})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var got string
+		for _, n := range step.Notices {
+			if strings.Contains(n, "secretEnv") {
+				got = n
+			}
+		}
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: notice %q, want one with %q", tt.name, got, tt.want)
+		}
+		for _, v := range tt.env {
+			if strings.Contains(strings.Join(step.Notices, "\n"), v) {
+				t.Errorf("%s: a notice carries the value of a secret variable: %q", tt.name, step.Notices)
+			}
+		}
+	}
+}

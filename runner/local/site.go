@@ -55,6 +55,9 @@ type Site struct {
 	Logger *zap.Logger
 	// UserAgent is sent to the dashboards.
 	UserAgent string
+	// LookupEnv reads raystep's environment, which a private head
+	// inherits (spec.cluster.secretEnv); nil means os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
 	fleet.Streams
 }
 
@@ -474,6 +477,10 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 			return runner.Step{}, nil, err
 		}
 		step.GPUType, step.GPUCount, step.Shape = "", 0, "existing ray cluster"
+		if names := secretNames(p.Spec.Spec.Cluster.SecretEnv); names != "" {
+			step.Notices = append(step.Notices, fmt.Sprintf("spec.cluster.secretEnv (%s) is not used on an existing cluster: "+
+				"its driver and workers have the environment that cluster was started with", names))
+		}
 		if p.Spec.Spec.Cluster.Reuse == schemas.ReuseRun && step.Dagster.RunID != "" {
 			step.Notices = append(step.Notices, "spec.cluster.reuse is run, but the step runs on an existing cluster already: it is used as is")
 		}
@@ -487,6 +494,16 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 		b.Steps = StepsDir(dir) // without a home, ls and ui just do not see the step
 	}
 	step.GPUType, step.GPUCount, step.Shape = "", 0, "private ray head on this machine"
+	var unset []schemas.SecretEnv
+	for _, e := range p.Spec.Spec.Cluster.SecretEnv {
+		if _, ok := s.lookupEnv(e.Name); !ok {
+			unset = append(unset, e)
+		}
+	}
+	if names := secretNames(unset); names != "" {
+		step.Notices = append(step.Notices, fmt.Sprintf("spec.cluster.secretEnv: %s not set in raystep's environment, "+
+			"which a private head's driver and workers get on the local backend: the job runs without it", names))
+	}
 	if step.Teardown != runner.TeardownAlways {
 		step.Notices = append(step.Notices, fmt.Sprintf("teardown %q keeps nothing with a private local head: "+
 			"the head belongs to this step and stops with it; set RAY_ADDRESS to run on a cluster that outlives the step",
@@ -500,6 +517,23 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 		step, err = s.runScoped(ctx, b, &Clusters{Dir: dir, Head: rayhead.Options{RayBin: bin, Logger: s.Logger}}, step, p.Spec)
 	}
 	return runner.Resolve(step, nil), b, err
+}
+
+// lookupEnv is s.LookupEnv, else os.LookupEnv.
+func (s *Site) lookupEnv(name string) (string, bool) {
+	if s.LookupEnv != nil {
+		return s.LookupEnv(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// secretNames lists the variables of entries, for a notice: "A, B".
+func secretNames(entries []schemas.SecretEnv) string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // borrow runs the step on the running local interactive cluster name as

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/raystep/raystep/fleet"
@@ -416,4 +419,71 @@ func (w *lineWaiter) await(t *testing.T, sub string, done <-chan struct{}) bool 
 			t.Fatalf("no %q after 2m:\n%s", sub, w.String())
 		}
 	}
+}
+
+// secretEnvSpec is a job spec whose cluster takes WANDB_API_KEY from the
+// Secret wandb: a head and one CPU worker.
+const secretEnvSpec = `apiVersion: raystep.dev/v1alpha1
+kind: RayStep
+metadata: {name: sam-dev, owner: sam}
+spec:
+  kind: train
+  entrypoint: python train.py
+  cluster:
+    rayVersion: "2.60.0"
+    image: rayproject/ray:2.60.0-py311
+    head: {cpus: 1, memory: 2Gi}
+    workers:
+      - {name: cpu, replicas: 1, cpus: 1, memory: 2Gi}
+    secretEnv:
+      - {name: WANDB_API_KEY, secret: wandb, key: api-key}
+`
+
+// TestUpFromSpecCarriesSecretEnv: `up -f SPEC` makes a cluster whose head
+// and worker pods, as the real operator creates them, take the variable of
+// spec.cluster.secretEnv from the Secret by reference; the value is in
+// neither the RayCluster nor anything raystep printed.
+func TestUpFromSpecCarriesSecretEnv(t *testing.T) {
+	t.Parallel()
+	setup(t)
+	ns := namespace(t, "e2e-secretenv")
+	const value = "wandb-value-4e1d"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wandb"}, StringData: map[string]string{"api-key": value}}
+	if err := shared.k8s.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shared.k8s.Client.Delete(context.Background(), secret) }) // the user's, not raystep's to remove
+	file := filepath.Join(t.TempDir(), "sam.yaml")
+	if err := os.WriteFile(file, []byte(secretEnvSpec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := interactiveEnv(t)
+	o := mustRaystep(t, env, "up", "-n", ns, "-f", file, "--ttl", "1h")
+	pods := &corev1.PodList{}
+	if err := shared.k8s.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{"ray.io/cluster": "sam-dev"}); err != nil {
+		t.Fatal(err)
+	}
+	want := corev1.EnvVar{Name: "WANDB_API_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "wandb"}, Key: "api-key"}}}
+	types := map[string]bool{}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return reflect.DeepEqual(e, want) }) {
+				t.Errorf("pod %s container %s env %v, want WANDB_API_KEY from Secret wandb's api-key", p.Name, c.Name, c.Env)
+			}
+		}
+		types[p.Labels["ray.io/node-type"]] = true
+	}
+	if !types["head"] || !types["worker"] {
+		t.Errorf("pods of sam-dev: %v, want a head and a worker", types)
+	}
+	rc, err := json.Marshal(rayCluster(t, ns, "sam-dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rc), value) || strings.Contains(o.stdout+o.stderr, value) {
+		t.Errorf("the secret's value is in the RayCluster or in up's output")
+	}
+	mustRaystep(t, env, "down", "-n", ns, "sam-dev")
+	nothingLeft(t, ns)
 }
