@@ -127,6 +127,10 @@ func (s *Site) Up(ctx context.Context, req fleet.UpRequest) error {
 	if req.File != "" {
 		fmt.Fprintf(s.Err, "note: the cluster section of %s is not used on the local backend: "+
 			"the cluster is one private ray head on this machine\n", req.File)
+		if names := s.unsetSecrets(spec.Spec.Cluster.SecretEnv); names != "" {
+			fmt.Fprintf(s.Err, "note: spec.cluster.secretEnv: %s not set in raystep's environment, "+
+				"which the head and its jobs get on the local backend\n", names)
+		}
 	}
 	name, owner := spec.Metadata.Name, spec.Metadata.Owner
 	if err := s.announce(c, name, owner, ttl); err != nil {
@@ -494,13 +498,7 @@ func (s *Site) Place(ctx context.Context, step runner.Step, p fleet.Placement) (
 		b.Steps = StepsDir(dir) // without a home, ls and ui just do not see the step
 	}
 	step.GPUType, step.GPUCount, step.Shape = "", 0, "private ray head on this machine"
-	var unset []schemas.SecretEnv
-	for _, e := range p.Spec.Spec.Cluster.SecretEnv {
-		if _, ok := s.lookupEnv(e.Name); !ok {
-			unset = append(unset, e)
-		}
-	}
-	if names := secretNames(unset); names != "" {
+	if names := s.unsetSecrets(p.Spec.Spec.Cluster.SecretEnv); names != "" {
 		step.Notices = append(step.Notices, fmt.Sprintf("spec.cluster.secretEnv: %s not set in raystep's environment, "+
 			"which a private head's driver and workers get on the local backend: the job runs without it", names))
 	}
@@ -525,6 +523,18 @@ func (s *Site) lookupEnv(name string) (string, bool) {
 		return s.LookupEnv(name)
 	}
 	return os.LookupEnv(name)
+}
+
+// unsetSecrets lists the variables of entries that raystep's environment
+// lacks, for a notice: "A, B"; "" when it has them all.
+func (s *Site) unsetSecrets(entries []schemas.SecretEnv) string {
+	var unset []schemas.SecretEnv
+	for _, e := range entries {
+		if _, ok := s.lookupEnv(e.Name); !ok {
+			unset = append(unset, e)
+		}
+	}
+	return secretNames(unset)
 }
 
 // secretNames lists the variables of entries, for a notice: "A, B".
