@@ -161,7 +161,9 @@ func (s *state) teardownCluster(ctx context.Context, stepErr error) error {
 	if err != nil {
 		return fmt.Errorf("tear down cluster %s: %w", s.cluster.Name(), err)
 	}
-	if b, ok := s.cluster.(Borrowed); ok && b.Borrowed() {
+	if b, ok := s.cluster.(Borrowed); ok && b.Borrowed() && s.gone.Load() {
+		s.note(PhaseTeardown, "cluster %s is gone (not owned by this step)", s.cluster.Name())
+	} else if ok && b.Borrowed() {
 		s.note(PhaseTeardown, "cluster %s left running (not owned by this step)", s.cluster.Name())
 	} else if s.kept {
 		s.warn(PhaseTeardown, "cluster %s kept (teardown: %s); dashboard %s", s.cluster.Name(), s.step.Teardown, s.dash.shownURL())

@@ -118,6 +118,9 @@ func (b *Backend) reachExisting(ctx context.Context) (runner.Cluster, error) {
 		c.failures = make(chan error, 1)
 		go func() {
 			if err := b.Lost(wctx); err != nil {
+				c.mu.Lock()
+				c.lost = err
+				c.mu.Unlock()
 				c.failures <- err // buffered: the one send never blocks
 			}
 		}()
@@ -228,6 +231,8 @@ type existingCluster struct {
 	url      string
 	failures chan error
 	stop     context.CancelFunc
+	mu       sync.Mutex
+	lost     error // what Lost reported; nil while the cluster is there
 }
 
 func (c *existingCluster) Name() string {
@@ -256,9 +261,18 @@ func (c *existingCluster) Failures() <-chan error {
 }
 
 // Teardown leaves the cluster running, it is not raystep's, and ends the
-// watch of Backend.Lost.
-func (c *existingCluster) Teardown(context.Context, bool) error {
+// watch of Backend.Lost. A borrowed cluster that reached its expiry while
+// the step ran is waited for, within ctx, until its keeper has stopped it:
+// the step ends once nothing of it runs, as it says.
+func (c *existingCluster) Teardown(ctx context.Context, _ bool) error {
 	c.stop()
+	c.mu.Lock()
+	lost := c.lost
+	c.mu.Unlock()
+	var e *expired
+	if errors.As(lost, &e) {
+		e.await(ctx)
+	}
 	return nil
 }
 

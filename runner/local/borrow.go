@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/raystep/raystep/rayhead"
+	"github.com/raystep/raystep/runner"
 )
 
 // lostCheck is how often Lost reads the record of a borrowed cluster
@@ -35,11 +38,45 @@ func (c *Clusters) Lost(ctx context.Context, name string) error {
 		case err != nil:
 			return fmt.Errorf("local cluster %s, which the step borrows: %w", name, err)
 		case in.Status == StatusExpired:
-			return fmt.Errorf("local cluster %s, which the step borrows, reached its expiry (%s) and stops: "+
+			err := fmt.Errorf("local cluster %s, which the step borrows, reached its expiry (%s) and stops: "+
 				"raystep up --name %s --ttl DUR extends it while it runs", name, in.Expires.UTC().Format(time.RFC3339), name)
+			if k := c.supervisor(in); k.Running() {
+				// The keeper stops the head now, at its expiry, with every
+				// process of it: the job goes with it, and asking its
+				// dashboard to stop the job would only wait on a head that
+				// is going away.
+				return &expired{error: err, keeper: k}
+			}
+			return err
 		case in.Status != StatusRunning:
 			return fmt.Errorf("local cluster %s, which the step borrows, is %s: its head no longer runs", name, in.Status)
 		}
 		t.Reset(max(0, min(lostCheck, in.Expires.Sub(c.now()))))
+	}
+}
+
+// expired is Lost's error for a borrowed cluster whose keeper is stopping
+// it at its expiry: the cluster is gone with the job (runner.ErrClusterGone)
+// once the keeper has exited, which await waits for.
+type expired struct {
+	error
+	keeper rayhead.Detached
+}
+
+func (e *expired) Unwrap() []error { return []error{e.error, runner.ErrClusterGone} }
+
+// keeperPoll is how often await looks whether the keeper has exited.
+const keeperPoll = 100 * time.Millisecond
+
+// await returns once the keeper has exited, or ctx ended.
+func (e *expired) await(ctx context.Context) {
+	t := time.NewTicker(keeperPoll)
+	defer t.Stop()
+	for e.keeper.Running() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,6 +49,29 @@ func TestLost(t *testing.T) {
 			}
 		})
 	}
+	t.Run("expired, its keeper stopping it", func(t *testing.T) {
+		t.Parallel()
+		// A stand-in keeper: a process that names the head's temp dir, as
+		// the real one does, so rayhead.Detached finds it running.
+		dir := t.TempDir()
+		keeper := exec.Command("sleep", "600", dir)
+		if err := keeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = keeper.Process.Kill(); _ = keeper.Wait() })
+		c := &Clusters{Dir: t.TempDir(), Now: func() time.Time { return now }}
+		b, err := json.Marshal(Interactive{Name: "dev", Owner: "alice", Expires: now.Add(-time.Second), SupervisorPid: keeper.Process.Pid, TempDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(c.Dir, "dev.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err = c.Lost(t.Context(), "dev")
+		if !errors.Is(err, runner.ErrClusterGone) || !strings.Contains(err.Error(), "reached its expiry") {
+			t.Errorf("Lost = %v, want the expiry, the cluster gone with the job (its keeper stops it)", err)
+		}
+	})
 	t.Run("step ends first", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(t.Context())

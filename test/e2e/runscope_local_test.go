@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raystep/raystep/dagster_integration/pipes"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/schemas"
 )
@@ -165,6 +166,20 @@ func TestLocalUpExpiry(t *testing.T) {
 	t.Logf("FIGURES the step failed %s after its borrowed cluster's expiry", ended.Sub(moved.Expires).Round(time.Millisecond))
 	if late := ended.Sub(moved.Expires); late > 2*time.Minute {
 		t.Errorf("the step failed %s after the expiry, want promptly", late.Round(time.Second))
+	}
+	// The keeper stops the head at its expiry, the job with it: the step
+	// does not ask the dashboard of a head going away to stop the job, and
+	// ends once the keeper is done.
+	for _, want := range []string{"ended with its cluster", "is gone (not owned by this step)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the step's teardown did not say %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "stop ray job") {
+		t.Errorf("the step asked the expired cluster to stop its job:\n%s", stderr.String())
+	}
+	if (rayhead.Detached{Pid: h.keeper, TempDir: h.tempDir}).Running() {
+		t.Errorf("the step ended while the keeper of the cluster it borrowed still ran")
 	}
 	awaitExit(t, h.keeper, 3*time.Minute)
 	if now := time.Now(); now.Before(moved.Expires) {
