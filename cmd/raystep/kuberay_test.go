@@ -20,14 +20,7 @@ import (
 // give-up comes from RAYSTEP_PORT_FORWARD_GIVE_UP.
 func TestKuberayBackendDashboard(t *testing.T) {
 	t.Parallel()
-	spec, err := schemas.Load(train, schemas.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	profile, err := schemas.DefaultProfile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec, profile := trainSpec(t)
 	tests := []struct {
 		name          string
 		inClusterConf bool
@@ -44,6 +37,7 @@ func TestKuberayBackendDashboard(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			a := &app{lookup: envconfig.MapLookuper(tt.env)}
+			var err error
 			if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
 				t.Fatal(err)
 			}
@@ -69,15 +63,9 @@ func TestKuberayBackendDashboard(t *testing.T) {
 // anything asks the API server.
 func TestKuberayBorrowRefusesABadName(t *testing.T) {
 	t.Parallel()
-	spec, err := schemas.Load(train, schemas.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	profile, err := schemas.DefaultProfile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec, profile := trainSpec(t)
 	a := &app{lookup: envconfig.MapLookuper(map[string]string{})}
+	var err error
 	if a.cfg, err = loadConfig(t.Context(), a.lookup); err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +75,18 @@ func TestKuberayBorrowRefusesABadName(t *testing.T) {
 	if code := exitCode(t.Context(), err); code != exitUsage || !strings.Contains(err.Error(), `run --cluster: "Alice_Dev" is not a cluster name`) {
 		t.Errorf("run --cluster Alice_Dev: exit %d, %v; want %d naming the name", code, err, exitUsage)
 	}
+}
+
+// trainSpec loads the example train spec under the built-in profile.
+func trainSpec(t *testing.T) (*schemas.Spec, *schemas.Profile) {
+	t.Helper()
+	spec, err := schemas.Load(train, schemas.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	profile, err := schemas.DefaultProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, profile
 }
