@@ -263,7 +263,8 @@ func (c *existingCluster) Failures() <-chan error {
 // Teardown leaves the cluster running, it is not raystep's, and ends the
 // watch of Backend.Lost. A borrowed cluster that reached its expiry while
 // the step ran is waited for, within ctx, until its keeper has stopped it:
-// the step ends once nothing of it runs, as it says.
+// the step ends once nothing of it runs, as it says, or says that the
+// keeper is still at it.
 func (c *existingCluster) Teardown(ctx context.Context, _ bool) error {
 	c.stop()
 	c.mu.Lock()
@@ -271,7 +272,7 @@ func (c *existingCluster) Teardown(ctx context.Context, _ bool) error {
 	c.mu.Unlock()
 	var e *expired
 	if errors.As(lost, &e) {
-		e.await(ctx)
+		return e.await(ctx)
 	}
 	return nil
 }

@@ -68,15 +68,17 @@ func (e *expired) Unwrap() []error { return []error{e.error, runner.ErrClusterGo
 // keeperPoll is how often await looks whether the keeper has exited.
 const keeperPoll = 100 * time.Millisecond
 
-// await returns once the keeper has exited, or ctx ended.
-func (e *expired) await(ctx context.Context) {
+// await returns once the keeper has exited, or an error when ctx ended
+// first.
+func (e *expired) await(ctx context.Context) error {
 	t := time.NewTicker(keeperPoll)
 	defer t.Stop()
 	for e.keeper.Running() {
 		select {
 		case <-ctx.Done():
-			return
+			return fmt.Errorf("its keeper (pid %d) is still stopping it: %w", e.keeper.Pid, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
+	return nil
 }
