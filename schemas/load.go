@@ -100,6 +100,9 @@ func Parse(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
+	if wrongKind(file, tree, pos, errs, specKind) {
+		return nil, errs.orNil()
+	}
 	grafted := opts.RunCluster.graft(tree, pos, opts.Set)
 	tree, err = ApplySet(tree, opts.Set)
 	blameSet(pos, opts.Set)
@@ -309,4 +312,34 @@ func resolveDir(base, dir string) string {
 		return filepath.Clean(dir)
 	}
 	return filepath.Join(base, dir)
+}
+
+// The kinds of document raystep reads.
+const (
+	specKind    = "RayStep"
+	profileKind = "PlatformProfile"
+)
+
+// knownKinds names the kinds of document people hand raystep, and how
+// each is given to it, for the one error when one is given where another
+// belongs: its schema's errors would call every key unknown or missing.
+var knownKinds = map[string]struct{ what, how string }{
+	specKind:    {"a raystep job spec", "pass it with -f"},
+	profileKind: {"a raystep platform profile", "pass it with --profile (or RAYSTEP_PROFILE)"},
+	"RayJob":    {"a KubeRay RayJob", "raystep makes one from a job spec (raystep render prints it): pass the job spec"},
+	"RayCluster": {"a KubeRay RayCluster", "raystep makes one from a job spec's cluster section (raystep up -f SPEC): " +
+		"pass the job spec"},
+}
+
+// wrongKind adds one error to errs and reports true when tree is a
+// document of a known kind other than want.
+func wrongKind(file string, tree any, pos positions, errs *ValidationErrors, want string) bool {
+	root, _ := tree.(map[string]any)
+	kind, _ := root["kind"].(string)
+	got, known := knownKinds[kind]
+	if kind == want || !known {
+		return false
+	}
+	errs.add(file, pos, "/kind", "this is %s (kind %s), not %s: %s", got.what, kind, knownKinds[want].what, got.how)
+	return true
 }

@@ -339,6 +339,9 @@ func parseProfile(file string, data []byte, withSchema bool) (*Profile, error) {
 	if len(errs.Errors) > 0 {
 		return nil, errs.orNil()
 	}
+	if wrongKind(file, tree, pos, errs, profileKind) {
+		return nil, errs.orNil()
+	}
 	if withSchema {
 		sch, err := compiledProfile()
 		if err != nil {

@@ -67,6 +67,18 @@ spec:
 	}
 }
 
+// TestProfileGivenASpec: a job spec given as the profile is one error
+// that says what it is and where it goes, not a list of every key.
+func TestProfileGivenASpec(t *testing.T) {
+	t.Parallel()
+	_, err := LoadProfile("../examples/ads_ranking/train.yaml")
+	var ve *ValidationErrors
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Pointer != "/kind" ||
+		!strings.Contains(ve.Errors[0].Message, "this is a raystep job spec (kind RayStep), not a raystep platform profile: pass it with -f") {
+		t.Errorf("LoadProfile(a job spec) = %v, want one error at /kind saying to pass it with -f", err)
+	}
+}
+
 func TestDefaultProfileSecurity(t *testing.T) {
 	t.Parallel()
 	p, err := DefaultProfile()
