@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/rayhead"
 	"github.com/raystep/raystep/runner"
 )
 
@@ -53,12 +55,24 @@ func TestLost(t *testing.T) {
 		t.Parallel()
 		// A stand-in keeper: a process that names the head's temp dir, as
 		// the real one does, so rayhead.Detached finds it running.
+		// The shell waits on its sleep, so its own command line, with the
+		// dir, stays; the cleanup kills both, as a process group.
 		dir := t.TempDir()
-		keeper := exec.Command("sleep", "600", dir)
+		keeper := exec.Command("sh", "-c", "sleep 600 & wait", "keeper", dir)
+		keeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := keeper.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = keeper.Process.Kill(); _ = keeper.Wait() })
+		t.Cleanup(func() { _ = syscall.Kill(-keeper.Process.Pid, syscall.SIGKILL); _ = keeper.Wait() })
+		// Start returns before the child has exec'd sh: until then its
+		// command line is this test's, and it is no keeper yet.
+		for !(rayhead.Detached{Pid: keeper.Process.Pid, TempDir: dir}).Running() {
+			select {
+			case <-t.Context().Done():
+				t.Fatal("the stand-in keeper never ran")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		c := &Clusters{Dir: t.TempDir(), Now: func() time.Time { return now }}
 		b, err := json.Marshal(Interactive{Name: "dev", Owner: "alice", Expires: now.Add(-time.Second), SupervisorPid: keeper.Process.Pid, TempDir: dir})
 		if err != nil {
