@@ -320,15 +320,18 @@ const (
 	profileKind = "PlatformProfile"
 )
 
-// knownKinds names the kinds of document people hand raystep, and how
-// each is given to it, for the one error when one is given where another
-// belongs: its schema's errors would call every key unknown or missing.
-var knownKinds = map[string]struct{ what, how string }{
-	specKind:    {"a raystep job spec", "pass it with -f"},
-	profileKind: {"a raystep platform profile", "pass it with --profile (or RAYSTEP_PROFILE)"},
-	"RayJob":    {"a KubeRay RayJob", "raystep makes one from a job spec (raystep render prints it): pass the job spec"},
-	"RayCluster": {"a KubeRay RayCluster", "raystep makes one from a job spec's cluster section (raystep up -f SPEC): " +
-		"pass the job spec"},
+// knownKinds names the kinds of document people hand raystep, by kind,
+// with their API group and how each is given to it, for the one error when
+// one is given where another belongs: its schema's errors would call every
+// key unknown or missing. A document counts as one only with its group's
+// apiVersion: a raystep spec whose kind is a typo keeps the schema's errors.
+var knownKinds = map[string]struct{ group, what, how string }{
+	specKind:    {"raystep.dev", "a raystep job spec", "pass it with -f"},
+	profileKind: {"raystep.dev", "a raystep platform profile", "pass it with --profile (or RAYSTEP_PROFILE)"},
+	"RayJob": {"ray.io", "a KubeRay RayJob",
+		"raystep makes one from a job spec (raystep render prints it): pass the job spec"},
+	"RayCluster": {"ray.io", "a KubeRay RayCluster",
+		"raystep makes one from a job spec's cluster section (raystep up -f SPEC): pass the job spec"},
 }
 
 // wrongKind adds one error to errs and reports true when tree is a
@@ -336,8 +339,9 @@ var knownKinds = map[string]struct{ what, how string }{
 func wrongKind(file string, tree any, pos positions, errs *ValidationErrors, want string) bool {
 	root, _ := tree.(map[string]any)
 	kind, _ := root["kind"].(string)
+	apiVersion, _ := root["apiVersion"].(string)
 	got, known := knownKinds[kind]
-	if kind == want || !known {
+	if kind == want || !known || !strings.HasPrefix(apiVersion, got.group+"/") {
 		return false
 	}
 	errs.add(file, pos, "/kind", "this is %s (kind %s), not %s: %s", got.what, kind, knownKinds[want].what, got.how)
