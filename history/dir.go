@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -181,6 +183,40 @@ func (d Dir) List(since time.Time) ([]Record, []error) {
 	}
 	slices.SortFunc(recs, func(a, b Record) int { return b.Ended.Compare(a.Ended) })
 	return recs, errs
+}
+
+// Latest returns the records of every step the history holds: first the
+// ones still running (Ended zero, from the record a running step keeps),
+// the latest started first, then the ended ones, the latest ended first.
+// A record that cannot be read is left out.
+func (d Dir) Latest() ([]Record, error) {
+	names, err := d.names()
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]Record, 0, len(names))
+	for _, name := range names {
+		rec, err := readRecord(d.path(name, recordFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			rec, err = readRecord(d.path(name, runningFile))
+		}
+		if err == nil {
+			recs = append(recs, rec)
+		}
+	}
+	slices.SortFunc(recs, func(a, b Record) int {
+		aRuns, bRuns := a.Ended.IsZero(), b.Ended.IsZero()
+		switch {
+		case aRuns && !bRuns:
+			return -1
+		case bRuns && !aRuns:
+			return 1
+		case aRuns:
+			return cmp.Or(b.Started.Compare(a.Started), strings.Compare(a.Name, b.Name))
+		}
+		return cmp.Or(b.Ended.Compare(a.Ended), strings.Compare(a.Name, b.Name))
+	})
+	return recs, nil
 }
 
 // names lists the steps the history holds; none when there is no history.

@@ -94,9 +94,10 @@ up an ephemeral Ray cluster (KubeRay or local), submits the entrypoint, relays
 logs and metrics to Dagster and tears the cluster down.`,
 		// No subcommand sets a PersistentPreRun of its own: cobra would
 		// run that one instead of this.
-		PersistentPreRun:  a.begin,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
+		PersistentPreRun: a.begin,
+		SilenceUsage:     true,
+		SilenceErrors:    true,
+		// completionCommand replaces cobra's: one command, in raystep's words.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetIn(a.stdin)
@@ -107,7 +108,8 @@ logs and metrics to Dagster and tears the cluster down.`,
 	a.addKubeFlags(root)
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.renderCommand(), a.schemaCommand(), a.versionCommand(),
 		a.lsCommand(), a.logsCommand(), a.gcCommand(), a.upCommand(), a.downCommand(),
-		a.dashboardCommand(), a.notebookCommand(), a.uiCommand())
+		a.dashboardCommand(), a.notebookCommand(), a.uiCommand(), a.completionCommand())
+	a.addCompletions(root)
 	return root
 }
 

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raystep/raystep/fleet"
+	"github.com/raystep/raystep/history"
+)
+
+// shells are the shells `raystep completion` writes a script for.
+var shells = []string{"bash", "zsh", "fish", "powershell"}
+
+// completionCommand writes a shell's completion script. The script asks
+// raystep itself (cobra's hidden __complete command) for what fits where
+// the cursor is, so completions follow the clusters and steps there are.
+func (a *app) completionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "completion bash|zsh|fish|powershell",
+		Short: "Print the shell completion script for bash, zsh, fish or PowerShell",
+		Long: `completion prints a script that teaches the shell raystep's commands and
+flags, and what their values can be: a spec's -f takes YAML and JSON files,
+--backend local or kuberay, --gpu a gpuTypes key of the profile; down,
+dashboard, notebook and run --cluster take the names of the interactive
+clusters of the backend (--backend, else $RAYSTEP_BACKEND), which raystep
+looks up as you press Tab; logs takes the steps of this machine's history,
+the running ones first, then the latest to end. A lookup that takes more than 3 seconds (an API server
+that does not answer) offers nothing rather than hold up the shell.
+
+Load it for the current shell, or install it for every new one:
+
+  bash:        source <(raystep completion bash)
+               raystep completion bash > ~/.local/share/bash-completion/completions/raystep
+  zsh:         source <(raystep completion zsh)
+               raystep completion zsh > "${fpath[1]}/_raystep"
+  fish:        raystep completion fish > ~/.config/fish/completions/raystep.fish
+  PowerShell:  raystep completion powershell | Out-String | Invoke-Expression
+
+bash needs the bash-completion package; zsh needs compinit
+(autoload -U compinit; compinit in ~/.zshrc).`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || !slices.Contains(shells, args[0]) {
+				return fmt.Errorf("completion: name one shell: %s (got %q)", strings.Join(shells, ", "), args)
+			}
+			return nil
+		},
+		ValidArgs: shells,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, w := cmd.Root(), a.stdout
+			switch args[0] {
+			case "bash":
+				return root.GenBashCompletionV2(w, true)
+			case "zsh":
+				return root.GenZshCompletion(w)
+			case "fish":
+				return root.GenFishCompletion(w, true)
+			default:
+				return root.GenPowerShellCompletionWithDesc(w)
+			}
+		},
+	}
+}
+
+// completionLimit bounds a lookup made for a completion: a shell waits
+// for it with the user's cursor.
+const completionLimit = 3 * time.Second
+
+// specExts are the extensions a spec, profile or run-cluster file has.
+var specExts = []string{"yaml", "yml", "json"}
+
+// addCompletions tells cobra what every command's arguments and flag
+// values can be, for `raystep completion`'s scripts.
+func (a *app) addCompletions(root *cobra.Command) {
+	fixed := func(values ...string) cobra.CompletionFunc {
+		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+	}
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		flags := map[string]cobra.CompletionFunc{
+			"backend":    fixed("local", "kuberay"),
+			"log-format": fixed("auto", "text", "json", "logfmt"),
+			"gpu":        a.completeGPUTypes,
+			"cluster":    a.completeClusters(cmd, false),
+		}
+		switch cmd.Name() {
+		case "render":
+			flags["output"] = fixed("yaml", "json")
+		case "ls":
+			flags["output"] = fixed("wide", "json")
+		}
+		for name, fn := range flags {
+			if cmd.Flags().Lookup(name) != nil {
+				_ = cmd.RegisterFlagCompletionFunc(name, fn)
+			}
+		}
+		for _, name := range []string{"file", "run-cluster"} {
+			if cmd.Flags().Lookup(name) != nil {
+				_ = cmd.MarkFlagFilename(name, specExts...)
+			}
+		}
+		switch cmd.Name() {
+		case "down":
+			cmd.ValidArgsFunction = a.completeClusters(cmd, true)
+		case "dashboard", "notebook":
+			cmd.ValidArgsFunction = a.completeClusters(cmd, false)
+		case "logs":
+			cmd.ValidArgsFunction = a.completeSteps
+		}
+		for _, c := range cmd.Commands() {
+			walk(c)
+		}
+	}
+	walk(root)
+	_ = root.MarkPersistentFlagFilename("profile", specExts...)
+	_ = root.MarkPersistentFlagFilename("kubeconfig")
+}
+
+// completeClusters offers the interactive clusters of cmd's backend (in
+// its --namespace, if it has one): all of them for down, which also takes
+// several and clears away expired ones, the ones with a notebook for
+// notebook, the rest for the others.
+func (a *app) completeClusters(cmd *cobra.Command, many bool) cobra.CompletionFunc {
+	return func(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		none := cobra.ShellCompDirectiveNoFileComp
+		if len(args) > 0 && !many {
+			return nil, none
+		}
+		backend := a.backend(cmd)
+		var fleets []fleet.Fleet
+		switch {
+		case a.newFleets != nil:
+			fleets, _ = a.newFleets(cmd, "completion")
+		case backend == fleet.BackendKubeRay:
+			fleets = []fleet.Fleet{a.kubeFleet(cmd, "completion")}
+		default:
+			local, err := a.localFleet()
+			if err != nil {
+				return nil, none
+			}
+			fleets = []fleet.Fleet{local}
+		}
+		ctx, cancel := context.WithTimeout(c.Context(), completionLimit)
+		defer cancel()
+		rows, err := fleet.List(ctx, fleets, fleet.Scope{Namespace: flagValue(cmd, "namespace")})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError | none
+		}
+		var out []cobra.Completion
+		for _, r := range rows {
+			if r.ClusterKind != fleet.KindInteractive || r.Backend != backend || slices.Contains(args, r.Name) ||
+				(cmd.Name() == "notebook" && !r.Notebook) {
+				continue
+			}
+			out = append(out, cobra.CompletionWithDesc(r.Name, clusterDesc(r)))
+		}
+		return out, none
+	}
+}
+
+// clusterDesc is what a completion says of an interactive cluster.
+func clusterDesc(r fleet.Record) string {
+	parts := []string{r.Deployment}
+	if r.GPUsHeld != "" {
+		parts = append(parts, r.GPUsHeld)
+	}
+	if r.Owner != "" {
+		parts = append(parts, "owner "+r.Owner)
+	}
+	if r.Namespace != "" {
+		parts = append(parts, "namespace "+r.Namespace)
+	}
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), ", ")
+}
+
+// completeGPUTypes offers the GPU types the profile names.
+func (a *app) completeGPUTypes(cmd *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	profile, err := a.profile(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for name, g := range profile.Spec.GPUTypes {
+		out = append(out, cobra.CompletionWithDesc(name, g.ResourceName))
+	}
+	slices.Sort(out)
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeSteps offers the steps of this machine's history, the latest
+// first (a running step's too): what logs takes; not the clusters' records
+// the history also holds. The profile's store is
+// not asked: it may be far away.
+func (a *app) completeSteps(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	directive := cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
+	if len(args) > 0 {
+		return nil, directive
+	}
+	dir, err := a.historyDir()
+	if err != nil {
+		return nil, directive
+	}
+	recs, err := dir.Latest()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | directive
+	}
+	now := time.Now()
+	out := make([]cobra.Completion, 0, len(recs))
+	for _, r := range recs {
+		if r.Kind == fleet.KindInteractive || r.Kind == fleet.KindRun {
+			continue // a cluster's history: it has no driver log
+		}
+		out = append(out, cobra.CompletionWithDesc(r.Name, stepDesc(r, now)))
+	}
+	return out, directive
+}
+
+// stepDesc is what a completion says of a step in the history: how it
+// ended and when, or since when it runs.
+func stepDesc(r history.Record, now time.Time) string {
+	if r.Ended.IsZero() {
+		return fmt.Sprintf("%s, running for %s", r.Spec, shortAge(now.Sub(r.Started)))
+	}
+	return fmt.Sprintf("%s, %s %s ago", r.Spec, r.Reason, shortAge(now.Sub(r.Ended)))
+}

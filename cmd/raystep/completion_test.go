@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/raystep/raystep/fleet"
+)
+
+// TestCompleteClusters: what the shell is offered for down, dashboard,
+// notebook and run --cluster (cobra's __complete, which the completion
+// scripts run on Tab): the interactive clusters of the command's backend
+// in its namespace, never a step's or a run's cluster; for down each
+// name once however many are typed, for the others one name at all; for
+// notebook only the clusters with a notebook.
+func TestCompleteClusters(t *testing.T) {
+	t.Parallel()
+	var scopes []fleet.Scope
+	fleets := []fleet.Fleet{&fakeFleet{list: func(s fleet.Scope) ([]fleet.Record, error) {
+		scopes = append(scopes, s)
+		return []fleet.Record{
+			{Backend: fleet.BackendKubeRay, Namespace: "ml", Name: "raystep-train-0a1b2c3d4e5f", ClusterKind: fleet.KindStep},
+			{Backend: fleet.BackendKubeRay, Namespace: "ml", Name: "erin-dev", ClusterKind: fleet.KindInteractive, Deployment: "ready", GPUsHeld: "a100-80gb=2", Owner: "erin", Notebook: true},
+			{Backend: fleet.BackendKubeRay, Namespace: "ml", Name: "raystep-run-5d6e", ClusterKind: fleet.KindRun},
+			{Backend: fleet.BackendLocal, Name: "alice-dev", ClusterKind: fleet.KindInteractive, Deployment: "ready", Owner: "alice"},
+			{Backend: fleet.BackendLocal, Name: "bob-dev", ClusterKind: fleet.KindInteractive, Deployment: "expired", Owner: "bob"},
+		}, nil
+	}}}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"down", ""}, []string{"alice-dev\tready, owner alice", "bob-dev\texpired, owner bob"}},
+		{[]string{"down", "bob-dev", ""}, []string{"alice-dev\tready, owner alice"}},
+		{[]string{"down", "--backend", "kuberay", "-n", "ml", ""}, []string{"erin-dev\tready, a100-80gb=2, owner erin, namespace ml"}},
+		{[]string{"dashboard", ""}, []string{"alice-dev\tready, owner alice", "bob-dev\texpired, owner bob"}},
+		{[]string{"dashboard", "alice-dev", ""}, nil},
+		{[]string{"notebook", ""}, nil},
+		{[]string{"notebook", "--backend", "kuberay", ""}, []string{"erin-dev\tready, a100-80gb=2, owner erin, namespace ml"}},
+		{[]string{"run", "-f", "train.yaml", "--cluster", ""}, []string{"alice-dev\tready, owner alice", "bob-dev\texpired, owner bob"}},
+	} {
+		code, out, stderr := runFleets(t, fleets, append([]string{"__complete"}, tc.args...)...)
+		got, directive := offers(out)
+		if code != 0 || directive != ":4" || !cmp.Equal(got, tc.want) {
+			t.Errorf("raystep __complete %s: exit %d, offers %q with directive %s, want %q with :4 (no files)\n%s",
+				strings.Join(tc.args, " "), code, got, directive, tc.want, stderr)
+		}
+	}
+	if scopes[2].Namespace != "ml" {
+		t.Errorf("down -n ml looked in %+v, want namespace ml", scopes[2])
+	}
+}
+
+// TestCompleteClustersGivesUpInTime: a backend that does not answer (an
+// API server gone quiet) is asked under a deadline, and a failed lookup
+// offers nothing and tells the shell so, rather than hold it up.
+func TestCompleteClustersGivesUpInTime(t *testing.T) {
+	t.Parallel()
+	var deadline bool
+	quiet := listFunc(func(ctx context.Context, _ fleet.Scope) ([]fleet.Record, error) {
+		_, deadline = ctx.Deadline()
+		return nil, errors.New("dial tcp 10.0.0.1:6443: i/o timeout")
+	})
+	code, out, _ := runFleets(t, []fleet.Fleet{quiet}, "__complete", "down", "")
+	got, directive := offers(out)
+	if code != 0 || len(got) != 0 || directive != ":5" || !deadline {
+		t.Errorf("a failed lookup: exit %d, offers %q, directive %s, under a deadline %v; want 0, none, :5 (error, no files), true", code, got, directive, deadline)
+	}
+}
+
+// listFunc is a fleet whose List is the function itself.
+type listFunc func(context.Context, fleet.Scope) ([]fleet.Record, error)
+
+func (f listFunc) List(ctx context.Context, s fleet.Scope) ([]fleet.Record, error) { return f(ctx, s) }
+func (listFunc) GC(context.Context, fleet.Scope, fleet.GCOptions, func(string)) error {
+	return fleet.ErrNotHere
+}
+func (listFunc) DownRun(context.Context, fleet.Scope, string, func(string)) error {
+	return fleet.ErrNotHere
+}
+
+// offers splits __complete's output into its offers and its last line,
+// the directive (":4").
+func offers(out string) ([]string, string) {
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) == 0 {
+		return nil, ""
+	}
+	got := lines[:len(lines)-1]
+	if len(got) == 0 {
+		got = nil
+	}
+	return got, lines[len(lines)-1]
+}
