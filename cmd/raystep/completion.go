@@ -11,6 +11,7 @@ import (
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/history"
+	"github.com/raystep/raystep/schemas"
 )
 
 // shells are the shells `raystep completion` writes a script for.
@@ -25,7 +26,9 @@ func (a *app) completionCommand() *cobra.Command {
 		Short: "Print the shell completion script for bash, zsh, fish or PowerShell",
 		Long: `completion prints a script that teaches the shell raystep's commands and
 flags, and what their values can be: a spec's -f takes YAML and JSON files,
---backend local or kuberay, --gpu a gpuTypes key of the profile; down,
+--backend local or kuberay, --gpu a gpuTypes key of the profile, --set the
+spec's paths one level at a time and, after the "=", a field's allowed
+values (spec.teardown=on_success); down,
 dashboard, notebook and run --cluster take the names of the interactive
 clusters of the backend (--backend, else $RAYSTEP_BACKEND), which raystep
 looks up as you press Tab; logs takes the steps of this machine's history,
@@ -86,6 +89,7 @@ func (a *app) addCompletions(root *cobra.Command) {
 			"log-format": fixed("auto", "text", "json", "logfmt"),
 			"gpu":        a.completeGPUTypes,
 			"cluster":    a.completeClusters(cmd, false),
+			"set":        completeSet,
 		}
 		switch cmd.Name() {
 		case "render":
@@ -226,4 +230,19 @@ func stepDesc(r history.Record, now time.Time) string {
 		return fmt.Sprintf("%s, running for %s", r.Spec, shortAge(now.Sub(r.Started)))
 	}
 	return fmt.Sprintf("%s, %s %s ago", r.Spec, r.Reason, shortAge(now.Sub(r.Ended)))
+}
+
+// completeSet offers the spec's paths, one level at a time, and a field's
+// allowed values after its "=": what --set takes.
+func completeSet(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	directive := cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	found, err := schemas.SetCompletions(typed)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | directive
+	}
+	out := make([]cobra.Completion, 0, len(found))
+	for _, c := range found {
+		out = append(out, cobra.CompletionWithDesc(c.Text, c.Description))
+	}
+	return out, directive
 }
