@@ -185,17 +185,20 @@ func (d Dir) List(since time.Time) ([]Record, []error) {
 	return recs, errs
 }
 
-// Latest returns the records of every step the history holds: first the
-// ones still running (Ended zero, from the record a running step keeps),
-// the latest started first, then the ended ones, the latest ended first.
-// A record that cannot be read is left out.
-func (d Dir) Latest() ([]Record, error) {
+// Latest returns the records whose names start with prefix of every step
+// the history holds: first the ones still running (Ended zero, from the
+// record a running step keeps), the latest started first, then the ended
+// ones, the latest ended first. A record that cannot be read is left out.
+func (d Dir) Latest(prefix string) ([]Record, error) {
 	names, err := d.names()
 	if err != nil {
 		return nil, err
 	}
 	recs := make([]Record, 0, len(names))
 	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
 		rec, err := readRecord(d.path(name, recordFile))
 		if errors.Is(err, fs.ErrNotExist) {
 			rec, err = readRecord(d.path(name, runningFile))

@@ -199,7 +199,7 @@ func (a *app) completeGPUTypes(cmd *cobra.Command, _ []string, _ string) ([]cobr
 // first (a running step's too): what logs takes; not the clusters' records
 // the history also holds. The profile's store is
 // not asked: it may be far away.
-func (a *app) completeSteps(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+func (a *app) completeSteps(_ *cobra.Command, args []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	directive := cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	if len(args) > 0 {
 		return nil, directive
@@ -208,7 +208,7 @@ func (a *app) completeSteps(_ *cobra.Command, args []string, _ string) ([]cobra.
 	if err != nil {
 		return nil, directive
 	}
-	recs, err := dir.Latest()
+	recs, err := dir.Latest(typed) // only those: a busy machine's history holds thousands
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError | directive
 	}
