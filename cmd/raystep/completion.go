@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -67,6 +68,22 @@ bash needs the bash-completion package; zsh needs compinit
 			}
 		},
 	}
+}
+
+// offer is a completion with its description. Both are one line of the
+// __complete protocol, and what is in them comes from an API server, a
+// profile or files that others may write: a control character (a
+// newline would add an offer of its own) becomes a space.
+func offer(text, desc string) cobra.Completion {
+	oneLine := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	return cobra.CompletionWithDesc(oneLine(text), oneLine(desc))
 }
 
 // completionLimit bounds a lookup made for a completion: a shell waits
@@ -160,7 +177,7 @@ func (a *app) completeClusters(cmd *cobra.Command, many bool) cobra.CompletionFu
 				(cmd.Name() == "notebook" && !r.Notebook) {
 				continue
 			}
-			out = append(out, cobra.CompletionWithDesc(r.Name, clusterDesc(r)))
+			out = append(out, offer(r.Name, clusterDesc(r)))
 		}
 		return out, none
 	}
@@ -189,7 +206,7 @@ func (a *app) completeGPUTypes(cmd *cobra.Command, _ []string, _ string) ([]cobr
 	}
 	var out []cobra.Completion
 	for name, g := range profile.Spec.GPUTypes {
-		out = append(out, cobra.CompletionWithDesc(name, g.ResourceName))
+		out = append(out, offer(name, g.ResourceName))
 	}
 	slices.Sort(out)
 	return out, cobra.ShellCompDirectiveNoFileComp
@@ -218,7 +235,7 @@ func (a *app) completeSteps(_ *cobra.Command, args []string, typed string) ([]co
 		if r.Kind == fleet.KindInteractive || r.Kind == fleet.KindRun {
 			continue // a cluster's history: it has no driver log
 		}
-		out = append(out, cobra.CompletionWithDesc(r.Name, stepDesc(r, now)))
+		out = append(out, offer(r.Name, stepDesc(r, now)))
 	}
 	return out, directive
 }
@@ -242,7 +259,7 @@ func completeSet(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion
 	}
 	out := make([]cobra.Completion, 0, len(found))
 	for _, c := range found {
-		out = append(out, cobra.CompletionWithDesc(c.Text, c.Description))
+		out = append(out, offer(c.Text, c.Description))
 	}
 	return out, directive
 }

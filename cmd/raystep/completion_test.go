@@ -28,6 +28,9 @@ func TestCompleteClusters(t *testing.T) {
 			{Backend: fleet.BackendKubeRay, Namespace: "ml", Name: "raystep-run-5d6e", ClusterKind: fleet.KindRun},
 			{Backend: fleet.BackendLocal, Name: "alice-dev", ClusterKind: fleet.KindInteractive, Deployment: "ready", Owner: "alice"},
 			{Backend: fleet.BackendLocal, Name: "bob-dev", ClusterKind: fleet.KindInteractive, Deployment: "expired", Owner: "bob"},
+			// An annotation anyone who can edit the cluster writes: a newline in it
+			// must not add an offer of its own.
+			{Backend: fleet.BackendKubeRay, Namespace: "ml", Name: "mallory-dev", ClusterKind: fleet.KindInteractive, Deployment: "ready", GPUsHeld: "t4=1\nrm -rf ~\t"},
 		}, nil
 	}}}
 	for _, tc := range []struct {
@@ -36,7 +39,7 @@ func TestCompleteClusters(t *testing.T) {
 	}{
 		{[]string{"down", ""}, []string{"alice-dev\tready, owner alice", "bob-dev\texpired, owner bob"}},
 		{[]string{"down", "bob-dev", ""}, []string{"alice-dev\tready, owner alice"}},
-		{[]string{"down", "--backend", "kuberay", "-n", "ml", ""}, []string{"erin-dev\tready, a100-80gb=2, owner erin, namespace ml"}},
+		{[]string{"down", "--backend", "kuberay", "-n", "ml", ""}, []string{"erin-dev\tready, a100-80gb=2, owner erin, namespace ml", "mallory-dev\tready, t4=1 rm -rf ~ , namespace ml"}},
 		{[]string{"dashboard", ""}, []string{"alice-dev\tready, owner alice", "bob-dev\texpired, owner bob"}},
 		{[]string{"dashboard", "alice-dev", ""}, nil},
 		{[]string{"notebook", ""}, nil},
