@@ -12,6 +12,7 @@ import (
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/history"
+	"github.com/raystep/raystep/runner/kuberay"
 	"github.com/raystep/raystep/schemas"
 )
 
@@ -29,7 +30,7 @@ func (a *app) completionCommand() *cobra.Command {
 flags, and what their values can be: a spec's -f takes YAML and JSON files,
 --backend local or kuberay, --gpu a gpuTypes key of the profile, --set the
 spec's paths one level at a time and, after the "=", a field's allowed
-values (spec.teardown=on_success); down,
+values (spec.teardown=on_success), --context the kubeconfig's contexts; down,
 dashboard, notebook and run --cluster take the names of the interactive
 clusters of the backend (--backend, else $RAYSTEP_BACKEND), which raystep
 looks up as you press Tab; logs takes the steps of this machine's history,
@@ -139,6 +140,28 @@ func (a *app) addCompletions(root *cobra.Command) {
 	walk(root)
 	_ = root.MarkPersistentFlagFilename("profile", specExts...)
 	_ = root.MarkPersistentFlagFilename("kubeconfig")
+	_ = root.RegisterFlagCompletionFunc("context", a.completeKubeContexts)
+}
+
+// completeKubeContexts offers the contexts of the kubeconfig (--kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config), with their cluster and namespace.
+func (a *app) completeKubeContexts(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	contexts, err := kuberay.KubeContexts(a.connectOptions())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError | cobra.ShellCompDirectiveNoFileComp
+	}
+	out := make([]cobra.Completion, 0, len(contexts))
+	for _, c := range contexts {
+		desc := "cluster " + c.Cluster
+		if c.Namespace != "" {
+			desc += ", namespace " + c.Namespace
+		}
+		if c.Current {
+			desc += " (current)"
+		}
+		out = append(out, offer(c.Name, desc))
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeClusters offers the interactive clusters of cmd's backend (in

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -98,4 +100,27 @@ func offers(out string) ([]string, string) {
 		got = nil
 	}
 	return got, lines[len(lines)-1]
+}
+
+// TestCompleteKubeContexts: --context offers the kubeconfig's contexts,
+// with their cluster and namespace and which is current, from the file
+// alone (its API servers do not exist).
+func TestCompleteKubeContexts(t *testing.T) {
+	t.Parallel()
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: prod-gpu, cluster: {server: "https://192.0.2.1:6443"}}, {name: dev, cluster: {server: "https://192.0.2.2:6443"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: prod, context: {cluster: prod-gpu, user: u, namespace: ml-ads}}, {name: dev, context: {cluster: dev, user: u}}]
+current-context: dev
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runFleets(t, nil, "__complete", "--kubeconfig", kubeconfig, "ls", "--context", "")
+	got, directive := offers(out)
+	want := []string{"dev\tcluster dev (current)", "prod\tcluster prod-gpu, namespace ml-ads"}
+	if code != 0 || directive != ":4" || !cmp.Equal(got, want) {
+		t.Errorf("--context offers %q (exit %d, directive %s), want %q\n%s", got, code, directive, want, stderr)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -206,4 +208,26 @@ func ResolveNamespace(n Namespaces) string {
 		}
 	}
 	return "default"
+}
+
+// KubeContext is a context of a kubeconfig: its name, cluster and
+// namespace, and whether it is the current one.
+type KubeContext struct {
+	Name, Cluster, Namespace string
+	Current                  bool
+}
+
+// KubeContexts lists the contexts of o's kubeconfig, as kubectl merges
+// it, by name, reading the files alone; none without a kubeconfig.
+func KubeContexts(o ConnectOptions) ([]KubeContext, error) {
+	raw, err := o.clientConfig().RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	out := make([]KubeContext, 0, len(raw.Contexts))
+	for name, c := range raw.Contexts {
+		out = append(out, KubeContext{Name: name, Cluster: c.Cluster, Namespace: c.Namespace, Current: name == raw.CurrentContext})
+	}
+	slices.SortFunc(out, func(a, b KubeContext) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
