@@ -124,3 +124,23 @@ current-context: dev
 		t.Errorf("--context offers %q (exit %d, directive %s), want %q\n%s", got, code, directive, want, stderr)
 	}
 }
+
+// TestCompletionScripts: every shell's script asks raystep (__complete),
+// and a shell raystep has no script for is a usage error naming those it
+// has. In-process: the bash script itself runs in a real bash in
+// testdata/script/completion.txtar.
+func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, out, stderr := runFleets(t, nil, "completion", shell)
+		if code != 0 || !strings.Contains(out, "__complete") {
+			t.Errorf("raystep completion %s: exit %d, a script that asks __complete %v\n%s", shell, code, strings.Contains(out, "__complete"), stderr)
+		}
+	}
+	for _, args := range [][]string{{"completion", "tcsh"}, {"completion"}, {"completion", "bash", "zsh"}} {
+		code, out, stderr := runFleets(t, nil, args...)
+		if code != 2 || out != "" || !strings.Contains(stderr, "completion: name one shell: bash, zsh, fish, powershell (got ") {
+			t.Errorf("raystep %s: exit %d, stdout %q, stderr %q; want exit 2 naming the shells", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+}
