@@ -106,7 +106,7 @@ func (a *app) addCompletions(root *cobra.Command) {
 			"backend":    fixed("local", "kuberay"),
 			"log-format": fixed("auto", "text", "json", "logfmt"),
 			"gpu":        a.completeGPUTypes,
-			"cluster":    a.completeClusters(cmd, false),
+			"cluster":    a.completeClusters(false),
 			"set":        completeSet,
 		}
 		switch cmd.Name() {
@@ -127,9 +127,9 @@ func (a *app) addCompletions(root *cobra.Command) {
 		}
 		switch cmd.Name() {
 		case "down":
-			cmd.ValidArgsFunction = a.completeClusters(cmd, true)
+			cmd.ValidArgsFunction = a.completeClusters(true)
 		case "dashboard", "notebook":
-			cmd.ValidArgsFunction = a.completeClusters(cmd, false)
+			cmd.ValidArgsFunction = a.completeClusters(false)
 		case "logs":
 			cmd.ValidArgsFunction = a.completeSteps
 		}
@@ -164,12 +164,12 @@ func (a *app) completeKubeContexts(*cobra.Command, []string, string) ([]cobra.Co
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeClusters offers the interactive clusters of cmd's backend (in
-// its --namespace, if it has one): all of them for down, which also takes
-// several and clears away expired ones, the ones with a notebook for
-// notebook, the rest for the others.
-func (a *app) completeClusters(cmd *cobra.Command, many bool) cobra.CompletionFunc {
-	return func(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+// completeClusters offers the interactive clusters of the completed
+// command's backend, in its --namespace if it has one: for notebook only
+// those with a notebook; with many (down, which takes several and clears
+// away expired ones) each name not typed yet, else one name at all.
+func (a *app) completeClusters(many bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		none := cobra.ShellCompDirectiveNoFileComp
 		if len(args) > 0 && !many {
 			return nil, none
@@ -188,7 +188,7 @@ func (a *app) completeClusters(cmd *cobra.Command, many bool) cobra.CompletionFu
 			}
 			fleets = []fleet.Fleet{local}
 		}
-		ctx, cancel := context.WithTimeout(c.Context(), completionLimit)
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionLimit)
 		defer cancel()
 		rows, err := fleet.List(ctx, fleets, fleet.Scope{Namespace: flagValue(cmd, "namespace")})
 		if err != nil {
