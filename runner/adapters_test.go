@@ -10,7 +10,10 @@ import (
 )
 
 // The real clients are plugged in by package adapters, as the CLI does.
-var connectRay = adapters.Connect
+var (
+	connectRay = adapters.Connect
+	packDir    = adapters.Pack
+)
 
 // pipesSession keeps the tests' short literal pipesSession{sess}.
 type pipesSession struct{ s *pipes.Session }

@@ -121,10 +121,9 @@ func (d Dashboard) shownURL() string {
 // Jobs is the part of the Ray Jobs API the runner uses. Connect in Runner
 // builds one for a cluster's Dashboard.
 type Jobs interface {
-	// UploadWorkingDir packages dir (content-hashed) without the paths
-	// that excludes (gitignore patterns) match, unless the cluster has it
-	// already, and returns its URI, e.g. gcs://_ray_pkg_<hash>.zip.
-	UploadWorkingDir(ctx context.Context, dir string, excludes []string) (uri string, err error)
+	// UploadPackage uploads a working dir's package (Runner.Pack) unless
+	// the cluster has it already.
+	UploadPackage(ctx context.Context, pkg Package) error
 	// Submit submits a job and returns its submission id. An error wrapping
 	// ErrAlreadySubmitted means req.SubmissionID is taken: the job exists.
 	Submit(ctx context.Context, req JobRequest) (submissionID string, err error)

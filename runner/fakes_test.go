@@ -74,23 +74,18 @@ func (c *fakeCluster) Failures() <-chan error {
 func (c *fakeCluster) Teardown(ctx context.Context, keep bool) error { return c.teardown(ctx, keep) }
 
 type fakeJobs struct {
-	upload func(ctx context.Context, dir string) (string, error)
+	upload func(ctx context.Context, pkg Package) error
 	submit func(ctx context.Context, req JobRequest) (string, error)
 	get    func(ctx context.Context, id string) (JobInfo, error)
 	stop   func(ctx context.Context, id string) (bool, error)
 	tail   func(ctx context.Context, id string, onLine func(string)) error
 	// follow, when set, is Tail with its outage reports; tail is not called.
 	follow func(ctx context.Context, id string, onLine func(string), onOutage func(Outage)) error
-
-	excludes []string // the last upload's
 }
 
 var _ Jobs = (*fakeJobs)(nil)
 
-func (j *fakeJobs) UploadWorkingDir(ctx context.Context, dir string, excludes []string) (string, error) {
-	j.excludes = excludes
-	return j.upload(ctx, dir)
-}
+func (j *fakeJobs) UploadPackage(ctx context.Context, pkg Package) error { return j.upload(ctx, pkg) }
 func (j *fakeJobs) Submit(ctx context.Context, req JobRequest) (string, error) {
 	return j.submit(ctx, req)
 }

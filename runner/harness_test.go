@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ type harness struct {
 	final      JobInfo  // what Get says once the log ended
 	teardowns  []error  // ctx.Err() seen by each Teardown call
 	lines      []string // the job's log
+	packed     []packCall
 }
 
 const (
@@ -101,17 +103,40 @@ func newHarness(t *testing.T) *harness {
 		Clock:           h.clock,
 		EncodeBootstrap: func(v any) (string, error) { b, err := json.Marshal(v); return "enc:" + string(b), err },
 		PollInterval:    100 * time.Millisecond,
+		Pack:            h.pack,
 	}
 	return h
+}
+
+// pack is the Runner's Pack: a real file, which the runner must remove.
+// It runs beside the provisioning, so it is not one of h.calls.
+func (h *harness) pack(ctx context.Context, dir string, excludes []string) (Package, error) {
+	f, err := os.CreateTemp(h.t.TempDir(), "pkg-*.zip")
+	if err != nil {
+		return Package{}, err
+	}
+	_, err = f.WriteString("zip")
+	err = errors.Join(err, f.Close())
+	h.mu.Lock()
+	h.packed = append(h.packed, packCall{dir: dir, excludes: excludes, path: f.Name()})
+	h.mu.Unlock()
+	return Package{URI: "gcs://_ray_pkg_0123abcd.zip", Path: f.Name(), Size: 3}, err
+}
+
+// packCall is one call of Runner.Pack.
+type packCall struct {
+	dir      string
+	excludes []string
+	path     string // the package's file
 }
 
 // successJobs is a Jobs API whose job logs h.lines and ends as h.final.
 func (h *harness) successJobs() *fakeJobs {
 	return &fakeJobs{
-		upload: func(ctx context.Context, dir string) (string, error) {
-			h.calls.add("upload %s", dir)
+		upload: func(ctx context.Context, pkg Package) error {
+			h.calls.add("upload %s", pkg.URI)
 			h.clock.Advance(2 * one)
-			return "gcs://_ray_pkg_0123abcd.zip", nil
+			return nil
 		},
 		submit: func(ctx context.Context, req JobRequest) (string, error) {
 			h.calls.add("submit %s", req.SubmissionID)

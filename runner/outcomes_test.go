@@ -102,12 +102,12 @@ func TestRunFailures(t *testing.T) {
 		{
 			name: "upload fails",
 			setup: func(h *harness) {
-				h.jobs.upload = func(ctx context.Context, dir string) (string, error) {
+				h.jobs.upload = func(ctx context.Context, pkg Package) error {
 					h.calls.add("upload")
-					return "", errors.New("package too large")
+					return errors.New("connection reset by peer")
 				}
 			},
-			wantIs: []error{ErrInfrastructure}, wantPhase: PhaseUpload, wantMsg: "package too large",
+			wantIs: []error{ErrInfrastructure}, wantPhase: PhaseUpload, wantMsg: "upload working dir /src: connection reset by peer",
 			wantCalls: []string{"provision", "ready", "dashboard", "connect", "upload", "teardown keep=false"},
 			wantExc:   "InfrastructureError",
 		},
@@ -294,7 +294,7 @@ func TestRunCancelled(t *testing.T) {
 			case PhaseDashboard:
 				h.cluster.dashboard = func(ctx context.Context) (Dashboard, error) { return Dashboard{}, interrupt(ctx, "dashboard") }
 			case PhaseUpload:
-				h.jobs.upload = func(ctx context.Context, dir string) (string, error) { return "", interrupt(ctx, "upload") }
+				h.jobs.upload = func(ctx context.Context, pkg Package) error { return interrupt(ctx, "upload") }
 			case PhaseSubmit:
 				h.jobs.submit = func(ctx context.Context, req JobRequest) (string, error) { return "", interrupt(ctx, "submit") }
 			case PhaseRun:

@@ -89,20 +89,6 @@ func (s *state) dashboard(ctx context.Context) error {
 	return nil
 }
 
-// upload packages the working directory, when the step has one.
-func (s *state) upload(ctx context.Context) error {
-	if s.step.WorkingDir == "" {
-		return nil
-	}
-	uri, err := s.jobs.UploadWorkingDir(ctx, s.step.WorkingDir, s.step.Excludes)
-	if err != nil {
-		return fmt.Errorf("upload working dir %s: %w", s.step.WorkingDir, err)
-	}
-	s.uri = uri
-	s.note(PhaseUpload, "working dir %s uploaded as %s", s.step.WorkingDir, uri)
-	return nil
-}
-
 // submit submits the job under the step's id, or attaches to the job a
 // previous attempt submitted, and records it on the cluster.
 func (s *state) submit(ctx context.Context) error {

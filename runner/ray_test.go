@@ -75,7 +75,7 @@ func newRealStepOn(t *testing.T, head raytest.Head, mode, runID string) *realSte
 		t.Fatal(err)
 	}
 	rs.runner = &runner.Runner{
-		Backend: rs.backend, Connect: connectRay, Session: pipesSession{sess}, Stdout: rs.stdout,
+		Backend: rs.backend, Connect: connectRay, Pack: packDir, Session: pipesSession{sess}, Stdout: rs.stdout,
 		EncodeBootstrap: pipes.EncodeBootstrap, PollInterval: 200 * time.Millisecond,
 	}
 	rs.step = runner.Step{

@@ -41,6 +41,11 @@ type Runner struct {
 	Backend Backend
 	// Connect builds a Jobs API client for a cluster's dashboard.
 	Connect func(ctx context.Context, d Dashboard) (Jobs, error)
+	// Pack zips a working dir, without the paths that excludes (gitignore
+	// patterns) match, into a content-hashed Package, and leaves no file
+	// behind when it fails or ctx ends. The runner calls it while the
+	// cluster is provisioned. Required for a step with a WorkingDir.
+	Pack func(ctx context.Context, dir string, excludes []string) (Package, error)
 	// Session is the Dagster Pipes session; nil when standalone.
 	Session Session
 	// Stdout receives the job's plain log lines; nil discards them.
@@ -126,6 +131,8 @@ func (s *state) lifecycle(ctx context.Context) error {
 		s.warn(PhaseProvision, "%s", n)
 	}
 	s.note(PhaseProvision, "step %s (%s) on %s", s.id, s.step.Kind, s.r.Backend.Name())
+	s.startPacking(ctx)
+	defer s.dropPackage()
 	pctx, stop := s.provisionBound(ctx)
 	err := s.phase(pctx, PhaseProvision, s.provision)
 	if err == nil {

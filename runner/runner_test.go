@@ -30,7 +30,7 @@ func TestRunSuccess(t *testing.T) {
 	id := StepID("ads-ranking-train", testRunID, "ads/model", 0)
 	wantCalls := []string{
 		"provision " + id, "ready", "dashboard", "connect http://127.0.0.1:38265",
-		"upload /src/ads", "submit " + id, "set job id " + id, "tail " + id, "teardown keep=false",
+		"upload gcs://_ray_pkg_0123abcd.zip", "submit " + id, "set job id " + id, "tail " + id, "teardown keep=false",
 	}
 	if diff := cmp.Diff(wantCalls, h.calls.list()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)

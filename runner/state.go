@@ -30,8 +30,9 @@ type state struct {
 	cluster   Cluster
 	dash      Dashboard
 	jobs      Jobs
-	uri       string // the uploaded working_dir
-	submitted bool   // Submit was called: the job may exist
+	pack      *packing // the working dir's package until it is uploaded
+	uri       string   // the uploaded working_dir
+	submitted bool     // Submit was called: the job may exist
 	// submitLost: Submit failed (cancelled in flight, say), yet Ray may have
 	// taken the job all the same and register it a moment later.
 	submitLost bool
@@ -70,6 +71,9 @@ func (r *Runner) newState(step Step) (*state, error) {
 	}
 	if step.Entrypoint == "" {
 		return nil, fmt.Errorf("runner: step %q has no entrypoint", step.Name)
+	}
+	if step.WorkingDir != "" && r.Pack == nil {
+		return nil, fmt.Errorf("runner: step %q has a working dir and the Runner no Pack", step.Name)
 	}
 	step = Resolve(step, r.NewRunID) // a resolved step is only read
 	s := &state{

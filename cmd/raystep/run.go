@@ -137,6 +137,7 @@ func (a *app) runStep(ctx context.Context, cmd *cobra.Command, o runOptions) err
 	r := &runner.Runner{
 		Backend:         backend,
 		Connect:         a.connector().Connect,
+		Pack:            adapters.Pack,
 		Stdout:          a.stdout,
 		EncodeBootstrap: pipes.EncodeBootstrap,
 		Abort:           fleet.Abort(ctx),

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,10 +61,23 @@ func Connect(ctx context.Context, d runner.Dashboard) (runner.Jobs, error) {
 	return Connector{}.Connect(ctx, d)
 }
 
-// UploadWorkingDir uploads dir, without what excludes match, as a
-// content-hashed package.
-func (j Jobs) UploadWorkingDir(ctx context.Context, dir string, excludes []string) (string, error) {
-	return j.Client.UploadWorkingDir(ctx, dir, raysubmit.PackageOptions{Excludes: excludes})
+// Pack is the runner's Pack: raysubmit.BuildPackage of dir without what
+// excludes match.
+func Pack(ctx context.Context, dir string, excludes []string) (runner.Package, error) {
+	p, err := raysubmit.BuildPackage(ctx, dir, raysubmit.PackageOptions{Excludes: excludes})
+	if err != nil {
+		return runner.Package{}, err
+	}
+	return runner.Package{URI: p.URI(), Path: p.Path, Size: p.Size}, nil
+}
+
+// UploadPackage uploads a package Pack built unless the cluster has it.
+func (j Jobs) UploadPackage(ctx context.Context, p runner.Package) error {
+	name, ok := strings.CutPrefix(p.URI, "gcs://")
+	if !ok {
+		return fmt.Errorf("package %s: not a gcs:// URI", p.URI)
+	}
+	return j.Client.UploadPackage(ctx, &raysubmit.Package{Name: name, Path: p.Path, Size: p.Size})
 }
 
 // Submit submits r; a taken submission id wraps runner.ErrAlreadySubmitted.

@@ -282,7 +282,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // newRunner returns a runner over b with progress in the test log.
 func newRunner(t *testing.T, b runner.Backend) *runner.Runner {
-	return &runner.Runner{Backend: b, Connect: adapters.Connect, Stdout: logWriter{t}, Events: runner.SinkFunc(func(e runner.Event) { t.Logf("%s %s: %s", e.Phase, e.Kind, e.Message) }),
+	return &runner.Runner{Backend: b, Connect: adapters.Connect, Pack: adapters.Pack, Stdout: logWriter{t}, Events: runner.SinkFunc(func(e runner.Event) { t.Logf("%s %s: %s", e.Phase, e.Kind, e.Message) }),
 		// A job stopped while Ray still sets up its runtime env stays
 		// PENDING until its supervisor starts: on a busy machine, longer
 		// than the 30 s default; the tests check that it ends, not how fast.
