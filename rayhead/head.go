@@ -145,7 +145,9 @@ func (h *Head) Output() string { return h.out.String() }
 // meanwhile, or goes on without the dashboard whose port was taken, or
 // whose raylet did not register with the GCS within Ray's fixed 30 s (a
 // busy machine), or whose `ray start` hung without saying its node is up
-// (startStall), is started again, twice at most. Heads take turns to
+// (startStall), or whose raylet exited without saying why before its node
+// was up (rayletWatch), is started again, twice at most; a raylet that
+// exited saying why ends the start at once with its words. Heads take turns to
 // start (StartSlots at once on a machine); the wait for a turn is bounded
 // by ctx, not by ReadyTimeout.
 func Start(ctx context.Context, opts Options) (*Head, error) {
@@ -389,6 +391,7 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 	url := h.DashboardURL() + "/api/version"
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	raylet := &rayletWatch{parent: h.keeper.rayPid, logs: filepath.Join(h.tempDir, "session_latest", "logs")}
 	for {
 		if strings.Contains(h.Output(), startedMark) && versionOK(ctx, client, url, h.token) &&
 			accepts(ctx, net.JoinHostPort(h.host, strconv.Itoa(h.clientPort))) {
@@ -420,12 +423,18 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 			// dashboard's port was taken: no answer would ever come. A
 			// raylet that registered too late is seen here too, when
 			// `ray start` printed why before it exits.
-			if out := h.Output(); retryableStart(out) {
+			out := h.Output()
+			if retryableStart(out) {
 				why := "`ray start` failed to start the head"
 				if strings.Contains(out, startedMark) {
 					why = "`ray start` could not start part of the head and went on without it"
 				}
 				return withOutput(fmt.Errorf("%w: %s", errRetryable, why), out)
+			}
+			if !strings.Contains(out, startedMark) {
+				if err := raylet.exited(); err != nil {
+					return withOutput(err, out)
+				}
 			}
 		}
 	}
