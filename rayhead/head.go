@@ -81,6 +81,12 @@ type Options struct {
 	// Detach, when set, starts a head that can outlive this process: see
 	// DetachOptions and Head.Detach. Stdout and Stderr are then unused.
 	Detach *DetachOptions
+	// Monitor starts Ray's autoscaler monitor, which `ray status` and the
+	// dashboard's cluster status read: for a head people work on. A
+	// head on one machine has nothing to scale, and a step reads none of
+	// it, so by default the head goes without it (`--no-monitor`): one
+	// Python process less to start and to keep polling.
+	Monitor bool
 
 	// tempRoot replaces tempRoot, for tests: the sweep of stale temp dirs
 	// that every Start runs then leaves a test's dirs to that test.
@@ -361,6 +367,9 @@ func (h *Head) startArgs(opts Options) ([]string, error) {
 		"--object-store-memory=" + strconv.FormatInt(store, 10),
 		"--temp-dir=" + h.tempDir,
 		"--log-style=record", "--log-color=false",
+	}
+	if !opts.Monitor {
+		args = append(args, "--no-monitor")
 	}
 	if opts.NumCPUs > 0 {
 		args = append(args, "--num-cpus="+strconv.Itoa(opts.NumCPUs))

@@ -1,6 +1,7 @@
 package rayhead
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,5 +82,20 @@ func TestStartArgsLeaveTheAgentsHTTPPortToRay(t *testing.T) {
 	}
 	if metrics != strconv.Itoa(h.metricsPort) || h.metricsPort == 0 || seen[metrics] {
 		t.Errorf("%s=%q, want a reserved port of its own (the flags have %v)", dashboardMetricsEnv, metrics, got)
+	}
+}
+
+// TestStartArgsLeaveOutTheMonitor: a head goes without Ray's autoscaler
+// monitor unless Options.Monitor asks for it.
+func TestStartArgsLeaveOutTheMonitor(t *testing.T) {
+	for _, monitor := range []bool{false, true} {
+		h := &Head{host: "127.0.0.1", tempDir: t.TempDir()}
+		args, err := h.startArgs(Options{Monitor: monitor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(args, "--no-monitor"); got == monitor {
+			t.Errorf("Monitor %v: --no-monitor in args is %v: %q", monitor, got, args)
+		}
 	}
 }

@@ -153,6 +153,7 @@ func (c *Clusters) start(ctx context.Context, o UpOptions) (Interactive, error) 
 	}
 	opts := c.Head
 	opts.TokenAuth = true
+	opts.Monitor = true // people run `ray status` on their cluster
 	opts.Detach = &rayhead.DetachOptions{Record: c.recordPath(o.Name), Log: log}
 	if opts.StopTimeout == 0 {
 		opts.StopTimeout = detachedStopTimeout
