@@ -44,86 +44,71 @@ func (w *rayletWatch) exited() error {
 	if err == nil && st.comm == rayletName && st.state != 'Z' && st.state != 'X' {
 		return nil
 	}
-	how := "exited"
+	how, hint := "exited", ""
 	if err == nil && st.comm == rayletName {
 		how = st.how()
+		hint = signalHint(how)
 	}
-	what := fmt.Sprintf("its raylet (pid %d) %s before the node was up", w.pid, how)
-	said := w.said()
-	switch {
-	case said == "":
+	what := fmt.Sprintf("its raylet (pid %d) %s before the node was up.%s", w.pid, how, hint)
+	file, said := w.said()
+	if len(said) == 0 {
 		// Killed, likely, with nothing to say (the OOM killer on a busy
 		// machine, say): a new attempt may fare better, as it did when
 		// `ray start` said the node timed out.
-		return fmt.Errorf("%w: %s, without an error in its logs", errRetryable, what)
-	case retryableStart(said):
-		return fmt.Errorf("%w: %s; the raylet said:\n%s", errRetryable, what, said)
+		return fmt.Errorf("%w: %s Its logs name no error", errRetryable, what)
 	}
-	return fmt.Errorf("ray head failed to start: %s; the raylet said:\n%s", what, said)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s What %s says:", what, file)
+	writeLast(&b, said)
+	if retryableStart(strings.Join(said, "\n")) {
+		return fmt.Errorf("%w: %s", errRetryable, b.String())
+	}
+	return fmt.Errorf("ray head failed to start: %s", b.String())
 }
 
-// said returns what the raylet said about its end: the last lines of its
-// stderr, else its log from its first error on (a failed check and the
-// stack after it); "" when it said nothing of the kind.
-func (w *rayletWatch) said() string {
+// said returns the raylet's log file that says why it ended, and the
+// lines of it that do (at most reportLines): the end of its stderr, else
+// its log from its first error on (a failed check and the stack after
+// it); no lines when it said nothing of the kind.
+func (w *rayletWatch) said() (file string, lines []string) {
 	if data, err := os.ReadFile(filepath.Join(w.logs, "raylet.err")); err == nil {
-		if tail := lastLines(data, 10); tail != "" {
-			return tail
+		lines = telling(strings.Split(string(data), "\n"))
+		if len(lines) > 0 {
+			return "raylet.err", lines[max(0, len(lines)-reportLines):]
 		}
 	}
 	data, err := os.ReadFile(filepath.Join(w.logs, "raylet.out"))
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	if i := firstError(data); i >= 0 {
-		return firstLines(data[i:], 10)
+	all := strings.Split(string(data), "\n")
+	for i, l := range all {
+		if rayLogLevel(l) == "E" || rayLogLevel(l) == "C" {
+			lines = telling(all[i:])
+			return "raylet.out", lines[:min(len(lines), reportLines)]
+		}
+	}
+	return "", nil
+}
+
+// telling returns the lines that say something (saysSomething).
+func telling(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if l = strings.TrimRight(l, " \t\r"); saysSomething(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// rayLogLevel returns the level letter of a line of a Ray process's log,
+// "[2026-12-07 12:00:00,000 E 4242 4242] ...", or "".
+func rayLogLevel(line string) string {
+	if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[0], "[") && len(f[2]) == 1 {
+		return f[2]
 	}
 	return ""
-}
-
-// firstError returns the offset of the first line of a Ray log at level
-// error or critical ("[2026-12-07 12:00:00,000 E 4242 4242] ..."), or -1.
-func firstError(data []byte) int {
-	for off := 0; off < len(data); {
-		line := data[off:]
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i+1]
-		}
-		if f := bytes.Fields(line); len(f) > 2 && bytes.HasPrefix(f[0], []byte("[")) &&
-			(bytes.Equal(f[2], []byte("E")) || bytes.Equal(f[2], []byte("C"))) {
-			return off
-		}
-		off += len(line)
-	}
-	return -1
-}
-
-// firstLines returns the first n lines of data that are not blank.
-func firstLines(data []byte, n int) string {
-	var lines []string
-	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(lines) == n {
-			break
-		}
-		if len(bytes.TrimSpace(l)) > 0 {
-			lines = append(lines, string(bytes.TrimRight(l, "\r")))
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// lastLines returns the last n lines of data that are not blank.
-func lastLines(data []byte, n int) string {
-	var lines []string
-	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(bytes.TrimSpace(l)) > 0 {
-			lines = append(lines, string(bytes.TrimRight(l, "\r")))
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // childNamed returns the pid of a child of pid whose command name is

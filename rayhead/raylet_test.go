@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,22 +102,26 @@ func TestReadStat(t *testing.T) {
 	}
 }
 
-// TestRayletSaid: the raylet's stderr when it wrote one, else its log
-// from the first error on; nothing when it wrote neither (a SIGKILL).
+// TestRayletSaid: the end of the raylet's stderr when it wrote one, else
+// its log from the first error on; nothing when it wrote neither (a
+// SIGKILL).
 func TestRayletSaid(t *testing.T) {
 	out := `[2026-12-07 12:35:29,101 I 4242 4242] (raylet) main.cc:230: Setting cluster ID to: 01
 [2026-12-07 12:35:29,102 W 4242 4242] (raylet) main.cc:240: a warning
 [2026-12-07 12:35:29,103 C 4242 4242] (raylet) object_manager.cc:99: Check failed: plasma store could not mmap /dev/shm
 *** StackTrace Information ***
 /ray/raylet(+0xb5a3c4) [0x55d5]
-- objects evictable: 0
 `
-	tests := []struct{ name, err, out, want string }{
-		{"stderr", "line 1\n\nline 2\n", out, "line 1\nline 2"},
-		{"log from its first error", "", out, "[2026-12-07 12:35:29,103 C 4242 4242] (raylet) object_manager.cc:99: " +
-			"Check failed: plasma store could not mmap /dev/shm\n*** StackTrace Information ***\n/ray/raylet(+0xb5a3c4) [0x55d5]\n- objects evictable: 0"},
-		{"only stats", "", "- objects evictable: 0\n- bytes evictable: 0\n", ""},
-		{"no logs", "", "", ""},
+	tests := []struct {
+		name, err, out, file string
+		want                 []string
+	}{
+		{"stderr", "line 1\n\nline 2\n", out, "raylet.err", []string{"line 1", "line 2"}},
+		{"log from its first error", "", out, "raylet.out", []string{
+			"[2026-12-07 12:35:29,103 C 4242 4242] (raylet) object_manager.cc:99: Check failed: plasma store could not mmap /dev/shm",
+			"*** StackTrace Information ***", "/ray/raylet(+0xb5a3c4) [0x55d5]"}},
+		{"only state dumps", "", "[2026-12-07 12:35:29,101 I 4242 4242] (raylet) [state-dump] NodeManager:\n", "", nil},
+		{"no logs", "", "", "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,8 +133,9 @@ func TestRayletSaid(t *testing.T) {
 					}
 				}
 			}
-			if got := (&rayletWatch{logs: dir}).said(); got != tt.want {
-				t.Errorf("said %q, want %q", got, tt.want)
+			file, lines := (&rayletWatch{logs: dir}).said()
+			if file != tt.file || !slices.Equal(lines, tt.want) {
+				t.Errorf("said %s %q, want %s %q", file, lines, tt.file, tt.want)
 			}
 		})
 	}
