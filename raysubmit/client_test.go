@@ -1,7 +1,6 @@
 package raysubmit_test
 
 import (
-	"archive/zip"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -241,17 +240,8 @@ func TestBuildPackageDeterministic(t *testing.T) {
 	if pa.Name != pb.Name || !strings.HasPrefix(pa.Name, "_ray_pkg_") {
 		t.Errorf("names %s and %s: want the same _ray_pkg_<hash>.zip", pa.Name, pb.Name)
 	}
-	zr, err := zip.OpenReader(pa.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	var names []string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-	}
 	want := []string{".rayignore", "main.py", "pkg/", "pkg/.gitignore", "pkg/mod.py"}
-	if diff := cmp.Diff(want, names); diff != "" {
+	if diff := cmp.Diff(want, zipNames(t, pa)); diff != "" {
 		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }

@@ -47,28 +47,32 @@ type PackageOptions struct {
 // zipEpoch is the timestamp of every entry, so equal trees zip to equal bytes.
 var zipEpoch = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Package is a working directory zipped into a temporary file.
+// Package is a working directory zipped into a temporary file that has
+// no name on disk: whatever ends this process, a SIGKILL included, the
+// kernel frees it, so no zip of a working dir is ever left behind.
 type Package struct {
 	// Name is _ray_pkg_<sha1 of the zip>.zip.
 	Name string
-	// Path is the zip file; Remove deletes it.
-	Path string
 	// Size is the zip's size in bytes.
 	Size int64
+	file *os.File // the zip, already unlinked
 }
 
 // URI returns the package's runtime_env URI, gcs://<Name>.
 func (p *Package) URI() string { return "gcs://" + p.Name }
 
-// Remove deletes the zip file.
-func (p *Package) Remove() error { return os.Remove(p.Path) }
+// Open returns a reader of the whole zip, independent of any other.
+func (p *Package) Open() *io.SectionReader { return io.NewSectionReader(p.file, 0, p.Size) }
+
+// Remove releases the zip; its space returns to the file system.
+func (p *Package) Remove() error { return p.file.Close() }
 
 // BuildPackage zips dir deterministically (entries sorted, fixed
 // timestamps, .git, .gitignore'd, .rayignore'd and excluded paths left
-// out) into a temporary file named by content hash. It checks dir as
-// CheckWorkingDir does before writing anything, and stops soon after ctx
-// ends, leaving no file behind. A package of the maximum size or more is
-// ErrPackageTooLarge.
+// out) into a temporary file, unlinked as soon as it is created, and names
+// the package by content hash. It checks dir as CheckWorkingDir does
+// before writing anything, and stops soon after ctx ends. A package of the
+// maximum size or more is ErrPackageTooLarge.
 func BuildPackage(ctx context.Context, dir string, opts PackageOptions) (*Package, error) {
 	t, err := walkWorkingDir(ctx, dir, opts)
 	if err != nil {
@@ -78,23 +82,24 @@ func BuildPackage(ctx context.Context, dir string, opts PackageOptions) (*Packag
 	if err != nil {
 		return nil, fmt.Errorf("create package file: %w", err)
 	}
+	if err := os.Remove(tmp.Name()); err != nil {
+		_ = tmp.Close()
+		return nil, fmt.Errorf("unlink package file: %w", err)
+	}
 	h := sha1.New() //nolint:gosec // see import
 	err = writeZip(ctx, io.MultiWriter(tmp, h), t.entries)
 	size, _ := tmp.Seek(0, io.SeekCurrent)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	limit := cmp.Or(opts.MaxSize, MaxPackageSize)
 	if err == nil && size >= limit {
 		err = fmt.Errorf("%w: working dir %s zips to %s, Ray takes less than %s: exclude large files "+
 			"with runtimeEnv.excludes, .rayignore or .gitignore", ErrPackageTooLarge, dir, mib(size), mib(limit))
 	}
 	if err != nil {
-		_ = os.Remove(tmp.Name())
+		_ = tmp.Close()
 		return nil, fmt.Errorf("package %s: %w", dir, err)
 	}
 	name := "_ray_pkg_" + hex.EncodeToString(h.Sum(nil)) + ".zip"
-	return &Package{Name: name, Path: tmp.Name(), Size: size}, nil
+	return &Package{Name: name, Size: size, file: tmp}, nil
 }
 
 // writeZip writes entries, in order, as a zip.
@@ -173,7 +178,7 @@ func (c *Client) UploadPackage(ctx context.Context, pkg *Package) error {
 	case !errors.Is(err, ErrNotFound):
 		return fmt.Errorf("check package %s: %w", pkg.Name, err)
 	}
-	body := retryablehttp.ReaderFunc(func() (io.Reader, error) { return os.Open(pkg.Path) })
+	body := retryablehttp.ReaderFunc(func() (io.Reader, error) { return pkg.Open(), nil })
 	req, err = c.newRequest(ctx, http.MethodPut, p, body)
 	if err != nil {
 		return err

@@ -2,10 +2,13 @@ package raysubmit_test
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,18 +233,17 @@ func TestBuildPackageExcludes(t *testing.T) {
 	}
 	defer pkg.Remove()
 	want := []string{".gitignore", "keep.log", "logs/", "main.py", "models/", "src/", "src/data/", "src/data/y.csv", "sub/"}
-	if diff := cmp.Diff(want, zipNames(t, pkg.Path)); diff != "" {
+	if diff := cmp.Diff(want, zipNames(t, pkg)); diff != "" {
 		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 }
 
-func zipNames(t *testing.T, path string) []string {
+func zipNames(t *testing.T, pkg *raysubmit.Package) []string {
 	t.Helper()
-	zr, err := zip.OpenReader(path)
+	zr, err := zip.NewReader(pkg.Open(), pkg.Size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer zr.Close()
 	var names []string
 	for _, f := range zr.File {
 		names = append(names, f.Name)
@@ -285,17 +287,20 @@ func TestBuildPackageCancel(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) != 0 {
 		t.Errorf("files left behind: %v", left)
 	}
+	if open := openZips(tmp); len(open) != 0 {
+		t.Errorf("the unfinished zip is still open: %v", open)
+	}
 }
 
-// waitZipGrows waits until a zip in dir holds data, so the copy is under way.
+// waitZipGrows waits until this process's zip in dir holds data, so the
+// copy is under way.
 func waitZipGrows[T any](t *testing.T, dir string, done <-chan T) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		zips, _ := filepath.Glob(filepath.Join(dir, "raystep-pkg-*.zip"))
-		if len(zips) == 1 {
-			if fi, err := os.Stat(zips[0]); err == nil && fi.Size() > 0 {
+		for _, fd := range openZips(dir) {
+			if fi, err := os.Stat(fd); err == nil && fi.Size() > 0 {
 				return
 			}
 		}
@@ -304,5 +309,51 @@ func waitZipGrows[T any](t *testing.T, dir string, done <-chan T) {
 			t.Fatalf("BuildPackage ended before the test cancelled it: %v", r)
 		case <-tick.C:
 		}
+	}
+}
+
+// openZips returns this process's open package files in dir, as
+// /proc/self/fd paths: a package has no name in dir, so this is where it is.
+func openZips(dir string) []string {
+	var out []string
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		link := filepath.Join("/proc/self/fd", fd.Name())
+		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, filepath.Join(dir, "raystep-pkg-")) {
+			out = append(out, link)
+		}
+	}
+	return out
+}
+
+// TestBuildPackageLeavesNoName: a package has no name on disk from the
+// moment it is created, so a raystep killed while it waits for its cluster
+// leaves no zip of the working dir behind; Remove releases its space.
+func TestBuildPackageLeavesNoName(t *testing.T) {
+	t.Parallel()
+	dir := layout(t, map[string]string{"main.py": "print('hi')\n"})
+	tmp := t.TempDir()
+	pkg, err := raysubmit.BuildPackage(t.Context(), dir, raysubmit.PackageOptions{TempDir: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) != 0 {
+		t.Errorf("a package left names on disk: %v", left)
+	}
+	if got := zipNames(t, pkg); !slices.Equal(got, []string{"main.py"}) || len(openZips(tmp)) != 1 {
+		t.Errorf("package holds %v in %d open files, want main.py in one", got, len(openZips(tmp)))
+	}
+	// Two readers at once, as a retried upload may have: each reads the whole zip.
+	a, b := pkg.Open(), pkg.Open()
+	ba, _ := io.ReadAll(a)
+	bb, _ := io.ReadAll(b)
+	if int64(len(ba)) != pkg.Size || !bytes.Equal(ba, bb) {
+		t.Errorf("readers read %d and %d bytes of %d", len(ba), len(bb), pkg.Size)
+	}
+	if err := pkg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if open := openZips(tmp); len(open) != 0 {
+		t.Errorf("package still open after Remove: %v", open)
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -108,33 +109,52 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// pack is the Runner's Pack: a real file, which the runner must remove.
-// It runs beside the provisioning, so it is not one of h.calls.
+// pack is the Runner's Pack. It runs beside the provisioning, so it is
+// not one of h.calls.
 func (h *harness) pack(ctx context.Context, dir string, excludes []string) (Package, error) {
-	f, err := os.CreateTemp(h.t.TempDir(), "pkg-*.zip")
-	if err != nil {
-		return Package{}, err
-	}
-	_, err = f.WriteString("zip")
-	err = errors.Join(err, f.Close())
+	p := &fakePackage{uri: "gcs://_ray_pkg_0123abcd.zip", size: 3}
 	h.mu.Lock()
-	h.packed = append(h.packed, packCall{dir: dir, excludes: excludes, path: f.Name()})
+	h.packed = append(h.packed, packCall{dir: dir, excludes: excludes, pkg: p})
 	h.mu.Unlock()
-	return Package{URI: "gcs://_ray_pkg_0123abcd.zip", Path: f.Name(), Size: 3}, err
+	return p, nil
 }
 
 // packCall is one call of Runner.Pack.
 type packCall struct {
 	dir      string
 	excludes []string
-	path     string // the package's file
+	pkg      *fakePackage
+}
+
+// fakePackage is a Package that knows whether it was removed.
+type fakePackage struct {
+	uri     string
+	size    int64
+	removed atomic.Int32
+}
+
+func (p *fakePackage) URI() string   { return p.uri }
+func (p *fakePackage) Bytes() int64  { return p.size }
+func (p *fakePackage) Remove() error { p.removed.Add(1); return nil }
+
+// unreleased returns the packages h.pack made that were not removed once.
+func (h *harness) unreleased() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, c := range h.packed {
+		if n := c.pkg.removed.Load(); n != 1 {
+			out = append(out, fmt.Sprintf("%s removed %d times", c.pkg.uri, n))
+		}
+	}
+	return out
 }
 
 // successJobs is a Jobs API whose job logs h.lines and ends as h.final.
 func (h *harness) successJobs() *fakeJobs {
 	return &fakeJobs{
 		upload: func(ctx context.Context, pkg Package) error {
-			h.calls.add("upload %s", pkg.URI)
+			h.calls.add("upload %s", pkg.URI())
 			h.clock.Advance(2 * one)
 			return nil
 		},

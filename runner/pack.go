@@ -3,20 +3,18 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
 )
 
-// Package is a step's working directory zipped into a file for Ray
-// (Runner.Pack).
-type Package struct {
+// Package is a step's working directory zipped for Ray (Runner.Pack).
+type Package interface {
 	// URI is the package's runtime_env working_dir, e.g.
 	// gcs://_ray_pkg_<sha1>.zip.
-	URI string
-	// Path is the zip file. The runner removes it once it is uploaded, or
-	// when the step ends before that.
-	Path string
-	// Size is the zip's size in bytes.
-	Size int64
+	URI() string
+	// Bytes is the package's size.
+	Bytes() int64
+	// Remove releases the package. The runner calls it once the package
+	// is uploaded, or when the step ends before that.
+	Remove() error
 }
 
 // packing is the working dir's package being built while the cluster is
@@ -72,15 +70,15 @@ func (s *state) upload(ctx context.Context) error {
 	if err := s.jobs.UploadPackage(ctx, p.pkg); err != nil {
 		return uploadErr(s.step.WorkingDir, err)
 	}
-	s.uri = p.pkg.URI
+	s.uri = p.pkg.URI()
 	s.dropPackage()
-	s.note(PhaseUpload, "working dir %s uploaded as %s (%s)", s.step.WorkingDir, s.uri, sizeText(p.pkg.Size))
+	s.note(PhaseUpload, "working dir %s uploaded as %s (%s)", s.step.WorkingDir, s.uri, sizeText(p.pkg.Bytes()))
 	return nil
 }
 
 // dropPackage stops building the package, waits until Pack returned, and
-// removes the package's file. It runs after the upload and on every path
-// that ends the step before it.
+// removes the package. It runs after the upload and on every path that
+// ends the step before it.
 func (s *state) dropPackage() {
 	p := s.pack
 	if p == nil {
@@ -89,8 +87,8 @@ func (s *state) dropPackage() {
 	s.pack = nil
 	p.cancel()
 	<-p.done
-	if p.err == nil && p.pkg.Path != "" {
-		_ = os.Remove(p.pkg.Path)
+	if p.err == nil && p.pkg != nil {
+		_ = p.pkg.Remove()
 	}
 }
 

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -36,7 +35,7 @@ func TestPackWhileProvisioning(t *testing.T) {
 	var leftDuringRun []string
 	tail := h.jobs.tail
 	h.jobs.tail = func(ctx context.Context, id string, onLine func(string)) error {
-		leftDuringRun = existing(h.packFiles())
+		leftDuringRun = h.unreleased()
 		return tail(ctx, id, onLine)
 	}
 
@@ -47,7 +46,7 @@ func TestPackWhileProvisioning(t *testing.T) {
 		t.Errorf("Pack calls %+v, want one of /src/ads without data/", h.packed)
 	}
 	if len(leftDuringRun) != 0 {
-		t.Errorf("package files %v still there while the job ran", leftDuringRun)
+		t.Errorf("packages not released while the job ran: %v", leftDuringRun)
 	}
 	if got := h.requests[0].RuntimeEnv["working_dir"]; got != "gcs://_ray_pkg_0123abcd.zip" {
 		t.Errorf("working_dir %v, want the package's URI", got)
@@ -64,7 +63,7 @@ func TestPackFailsWhileProvisioning(t *testing.T) {
 	h := newHarness(t)
 	h.step.WorkingDir = "/src/ads"
 	h.runner.Pack = func(ctx context.Context, dir string, excludes []string) (Package, error) {
-		return Package{}, errors.New("open /src/ads/model.bin: permission denied")
+		return nil, errors.New("open /src/ads/model.bin: permission denied")
 	}
 	h.cluster.ready = func(ctx context.Context) error {
 		h.calls.add("ready")
@@ -133,14 +132,12 @@ func TestPackEndsWithStep(t *testing.T) {
 			built := make(chan struct{})
 			h.runner.Pack = func(ctx context.Context, dir string, excludes []string) (Package, error) {
 				defer returned.Store(true)
-				pkg, err := h.pack(ctx, dir, excludes)
 				if tt.done {
-					close(built)
-					return pkg, err
+					defer close(built)
+					return h.pack(ctx, dir, excludes)
 				}
-				<-ctx.Done() // a real Pack removes its unfinished file itself
-				_ = os.Remove(pkg.Path)
-				return Package{}, ctx.Err()
+				<-ctx.Done() // a real Pack releases what it began itself
+				return nil, ctx.Err()
 			}
 			if tt.done {
 				ready := h.cluster.ready
@@ -162,8 +159,8 @@ func TestPackEndsWithStep(t *testing.T) {
 			if !returned.Load() {
 				t.Error("Run returned while Pack still ran")
 			}
-			if left := existing(h.packFiles()); len(left) != 0 {
-				t.Errorf("package files %v left behind", left)
+			if left := h.unreleased(); len(left) != 0 {
+				t.Errorf("packages not released: %v", left)
 			}
 			if strings.Contains(strings.Join(h.calls.list(), " "), "upload") {
 				t.Errorf("calls %v: nothing was to be uploaded", h.calls.list())
@@ -186,28 +183,6 @@ func TestPackRequired(t *testing.T) {
 	if len(h.calls.list()) != 0 {
 		t.Errorf("calls %v, want none", h.calls.list())
 	}
-}
-
-// packFiles returns the files h.pack created.
-func (h *harness) packFiles() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var files []string
-	for _, p := range h.packed {
-		files = append(files, p.path)
-	}
-	return files
-}
-
-// existing returns the paths that exist.
-func existing(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // phaseOf returns the phase an InfraError or CancelError names.

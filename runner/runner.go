@@ -42,7 +42,7 @@ type Runner struct {
 	// Connect builds a Jobs API client for a cluster's dashboard.
 	Connect func(ctx context.Context, d Dashboard) (Jobs, error)
 	// Pack zips a working dir, without the paths that excludes (gitignore
-	// patterns) match, into a content-hashed Package, and leaves no file
+	// patterns) match, into a content-hashed Package, and leaves nothing
 	// behind when it fails or ctx ends. The runner calls it while the
 	// cluster is provisioned. Required for a step with a WorkingDir.
 	Pack func(ctx context.Context, dir string, excludes []string) (Package, error)

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -66,18 +65,23 @@ func Connect(ctx context.Context, d runner.Dashboard) (runner.Jobs, error) {
 func Pack(ctx context.Context, dir string, excludes []string) (runner.Package, error) {
 	p, err := raysubmit.BuildPackage(ctx, dir, raysubmit.PackageOptions{Excludes: excludes})
 	if err != nil {
-		return runner.Package{}, err
+		return nil, err
 	}
-	return runner.Package{URI: p.URI(), Path: p.Path, Size: p.Size}, nil
+	return zipped{p}, nil
 }
+
+// zipped is a raysubmit.Package as a runner.Package.
+type zipped struct{ *raysubmit.Package }
+
+func (z zipped) Bytes() int64 { return z.Size }
 
 // UploadPackage uploads a package Pack built unless the cluster has it.
 func (j Jobs) UploadPackage(ctx context.Context, p runner.Package) error {
-	name, ok := strings.CutPrefix(p.URI, "gcs://")
+	z, ok := p.(zipped)
 	if !ok {
-		return fmt.Errorf("package %s: not a gcs:// URI", p.URI)
+		return fmt.Errorf("package %s: not built by adapters.Pack", p.URI())
 	}
-	return j.Client.UploadPackage(ctx, &raysubmit.Package{Name: name, Path: p.Path, Size: p.Size})
+	return j.Client.UploadPackage(ctx, z.Package)
 }
 
 // Submit submits r; a taken submission id wraps runner.ErrAlreadySubmitted.
