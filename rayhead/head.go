@@ -151,9 +151,9 @@ func (h *Head) Output() string { return h.out.String() }
 // meanwhile, or goes on without the dashboard whose port was taken, or
 // whose raylet did not register with the GCS within Ray's fixed 30 s (a
 // busy machine), or whose `ray start` hung without saying its node is up
-// (startStall), or whose raylet exited without saying why before its node
-// was up (rayletWatch), is started again, twice at most; a raylet that
-// exited saying why ends the start at once with its words. Heads take turns to
+// (startStall), or whose raylet exited before its node was up
+// (rayletWatch: at once, not after Ray's 30 s), is started again, twice
+// at most. Heads take turns to
 // start (StartSlots at once on a machine); the wait for a turn is bounded
 // by ctx, not by ReadyTimeout.
 func Start(ctx context.Context, opts Options) (*Head, error) {
@@ -441,7 +441,7 @@ func (h *Head) waitReady(ctx context.Context, timeout, stall time.Duration) erro
 				return withOutput(fmt.Errorf("%w: %s", errRetryable, why), out)
 			}
 			if !strings.Contains(out, startedMark) {
-				if err := raylet.exited(); err != nil {
+				if err := raylet.exited(h.agentLostItsPort); err != nil {
 					return withOutput(err, out)
 				}
 			}

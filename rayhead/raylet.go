@@ -13,12 +13,11 @@ import (
 // rayletWatch notices a raylet that exited before `ray start` said its
 // node is up. `ray start` itself only notices once its wait for the node
 // (a fixed 30 s) ran out, and then says the node "timed out during
-// startup", which reads as a busy machine: the head was started again
-// twice, and a raylet that cannot run (a broken install, a library it
-// cannot load) cost some 100 s before Start gave up, without the raylet's
-// own words. The raylet is a child of `ray start` that stays a zombie
-// until then, so its end shows in /proc at once. Where there is no /proc
-// the watch sees nothing.
+// startup": with the two attempts after it, a raylet that cannot run (a
+// broken install, a library it cannot load) cost 108 s before Start gave
+// up, without the raylet's own words. The raylet is a child of `ray
+// start` that stays a zombie until then, so its end shows in /proc at
+// once. Where there is no /proc the watch sees nothing.
 type rayletWatch struct {
 	parent int    // `ray start`
 	logs   string // the session's log dir
@@ -29,8 +28,9 @@ type rayletWatch struct {
 const rayletName = "raylet"
 
 // exited returns an error once the raylet exited, nil while it runs or
-// before it started.
-func (w *rayletWatch) exited() error {
+// before it started. agentLost names an agent's log that says the agent
+// could not bind its port (Head.agentLostItsPort), or "".
+func (w *rayletWatch) exited(agentLost func() string) error {
 	if w.parent <= 0 {
 		return nil
 	}
@@ -50,43 +50,47 @@ func (w *rayletWatch) exited() error {
 		hint = signalHint(how)
 	}
 	what := fmt.Sprintf("its raylet (pid %d) %s before the node was up.%s", w.pid, how, hint)
+	// Always worth another attempt, as `ray start`'s "timed out during
+	// startup" was: on a busy machine a raylet also exits when an agent it
+	// fate-shares with lost its port, or when the GCS answered too late.
+	// An install that cannot run fails all three, each in seconds.
+	if lost := agentLost(); lost != "" {
+		return fmt.Errorf("%w: %s A Ray agent could not bind its port (%s)", errRetryable, what, lost)
+	}
 	file, said := w.said()
 	if len(said) == 0 {
-		// Killed, likely, with nothing to say (the OOM killer on a busy
-		// machine, say): a new attempt may fare better, as it did when
-		// `ray start` said the node timed out.
 		return fmt.Errorf("%w: %s Its logs name no error", errRetryable, what)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s What %s says:", what, file)
 	writeLast(&b, said)
-	if retryableStart(strings.Join(said, "\n")) {
-		return fmt.Errorf("%w: %s", errRetryable, b.String())
-	}
-	return fmt.Errorf("ray head failed to start: %s", b.String())
+	return fmt.Errorf("%w: %s", errRetryable, b.String())
 }
 
 // said returns the raylet's log file that says why it ended, and the
-// lines of it that do (at most reportLines): the end of its stderr, else
-// its log from its first error on (a failed check and the stack after
-// it); no lines when it said nothing of the kind.
+// lines of it that do (at most reportLines): its stderr, else its log,
+// from the first error on (a failed check and the stack after it), else
+// the end of its stderr; no lines when it said nothing of the kind.
 func (w *rayletWatch) said() (file string, lines []string) {
-	if data, err := os.ReadFile(filepath.Join(w.logs, "raylet.err")); err == nil {
-		lines = telling(strings.Split(string(data), "\n"))
-		if len(lines) > 0 {
-			return "raylet.err", lines[max(0, len(lines)-reportLines):]
+	var tail []string
+	for _, name := range []string{"raylet.err", "raylet.out"} {
+		data, err := os.ReadFile(filepath.Join(w.logs, name))
+		if err != nil {
+			continue
+		}
+		all := strings.Split(string(data), "\n")
+		for i, l := range all {
+			if lvl := rayLogLevel(l); lvl == "E" || lvl == "C" {
+				lines = telling(all[i:])
+				return name, lines[:min(len(lines), reportLines)]
+			}
+		}
+		if name == "raylet.err" {
+			tail = telling(all)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(w.logs, "raylet.out"))
-	if err != nil {
-		return "", nil
-	}
-	all := strings.Split(string(data), "\n")
-	for i, l := range all {
-		if rayLogLevel(l) == "E" || rayLogLevel(l) == "C" {
-			lines = telling(all[i:])
-			return "raylet.out", lines[:min(len(lines), reportLines)]
-		}
+	if len(tail) > 0 {
+		return "raylet.err", tail[max(0, len(tail)-reportLines):]
 	}
 	return "", nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -193,7 +194,7 @@ func TestRunSIGTERMWhilePackaging(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done; done <- nil })
-	waitPackaging(t, tmp, done, &out)
+	waitPackaging(t, cmd.Process.Pid, tmp, done, &out)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -218,16 +219,24 @@ func TestRunSIGTERMWhilePackaging(t *testing.T) {
 	}
 }
 
-// waitPackaging waits until raystep's zip in dir holds data.
-func waitPackaging(t *testing.T, dir string, done chan error, out *syncBuffer) {
+// waitPackaging waits until raystep's zip in dir holds data. The zip has
+// no name in dir (nothing of it may outlive raystep), so it is found among
+// the open files of raystep's process.
+func waitPackaging(t *testing.T, pid int, dir string, done chan error, out *syncBuffer) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	hang := time.After(2 * time.Minute)
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
 	for {
-		zips, _ := filepath.Glob(filepath.Join(dir, "raystep-pkg-*.zip"))
-		if len(zips) == 1 {
-			if fi, err := os.Stat(zips[0]); err == nil && fi.Size() > 0 {
+		entries, _ := os.ReadDir(fds)
+		for _, e := range entries {
+			link := filepath.Join(fds, e.Name())
+			target, err := os.Readlink(link)
+			if err != nil || !strings.HasPrefix(target, filepath.Join(dir, "raystep-pkg-")) {
+				continue
+			}
+			if fi, err := os.Stat(link); err == nil && fi.Size() > 0 {
 				return
 			}
 		}
