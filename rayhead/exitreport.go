@@ -79,14 +79,7 @@ func signalHint(codes string) string {
 // writeLast writes the last reportLines lines of lines that say something,
 // indented: not blank, not one of the raylet's state dumps.
 func writeLast(b *strings.Builder, lines []string) {
-	var kept []string
-	for _, l := range lines {
-		l = strings.TrimRight(l, " \t\r")
-		if !saysSomething(l) {
-			continue
-		}
-		kept = append(kept, l)
-	}
+	kept := telling(lines)
 	if len(kept) == 0 {
 		b.WriteString(" (none)")
 		return
