@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"time"
 )
 
 // NodeStats is one alive node of the dashboard's GET /nodes?view=summary,
@@ -16,6 +18,11 @@ type NodeStats struct {
 	// CPU and Mem are percentages; GPU is the mean utilization of its
 	// GPUs in percent, -1 when it has none that report.
 	CPU, Mem, GPU float64
+	// At is when the node's reporter agent took these figures, by the
+	// node's clock; zero when the dashboard does not say. The agent
+	// takes them every 5 s (Ray's default), and the dashboard gives the
+	// latest until the next, so two reads can give one report.
+	At time.Time
 }
 
 // Nodes asks the dashboard for its alive nodes' utilization.
@@ -23,6 +30,7 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeStats, error) {
 	var body struct {
 		Data struct {
 			Summary []struct {
+				Now      float64   `json:"now"` // seconds since the epoch
 				Hostname string    `json:"hostname"`
 				IP       string    `json:"ip"`
 				CPU      float64   `json:"cpu"` // percent
@@ -49,6 +57,10 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeStats, error) {
 		s := NodeStats{Name: cmp.Or(n.Hostname, n.IP, n.Raylet.NodeID), CPU: n.CPU, GPU: -1}
 		if n.Raylet.IsHeadNode {
 			s.Name += " (head)"
+		}
+		if n.Now > 0 {
+			sec, frac := math.Modf(n.Now)
+			s.At = time.Unix(int64(sec), int64(frac*1e9))
 		}
 		if len(n.Mem) >= 3 {
 			s.Mem = n.Mem[2]

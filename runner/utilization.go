@@ -17,10 +17,12 @@ type NodeSampler interface {
 }
 
 // NodeSample is one node's utilization at one moment, in percent; GPU is
-// -1 for a node without GPUs that report.
+// -1 for a node without GPUs that report. At is when the node took the
+// figures, by its own clock; zero when the dashboard does not say.
 type NodeSample struct {
 	Node          string
 	CPU, Mem, GPU float64
+	At            time.Time
 }
 
 // NodeUtilization is one node's utilization over the job's run: the mean
@@ -37,12 +39,19 @@ type NodeUtilization struct {
 // Stat is a mean and a peak, in percent.
 type Stat struct{ Mean, Peak float64 }
 
-// Sampling of the nodes' utilization while the job runs: the first sample
-// once the job has run a moment (a job shorter than that has none), then
-// one every DefaultSampleEvery. One GET of the dashboard each: nothing
-// next to the job's own log stream.
+// Sampling of the nodes' utilization while the job runs: a first read as
+// it starts, which is not counted, then one once the nodes have reported
+// again, then one every DefaultSampleEvery. One GET of the dashboard
+// each: nothing next to the job's own log stream.
+//
+// Ray's reporter agent on each node takes its figures every 5 s (its
+// default), and the dashboard gives the latest until the next: the
+// figures at the job's start were taken before it (on a head that has
+// just started, its first, whose CPU is always 0). So each node's report
+// counts once, and never the first the step sees of that node (see add).
+// A job shorter than firstSampleAfter has no samples.
 const (
-	firstSampleAfter   = time.Second
+	firstSampleAfter   = 6 * time.Second
 	DefaultSampleEvery = 10 * time.Second
 )
 
@@ -53,12 +62,18 @@ type utilization struct {
 }
 
 type nodeAcc struct {
+	seen             time.Time // when the newest report seen was taken
 	n                int
 	cpu, mem, gpu    float64 // sums
 	cpuP, memP, gpuP float64 // peaks
 	gpuN             int
 }
 
+// add counts each node's report once: a sample taken no later than the
+// node's last one seen is that report again, and the first seen of a node
+// is only where its counting starts (it predates the job, or it is the
+// node's first report, whose CPU reads 0 whatever the load). Samples
+// without a time all count.
 func (u *utilization) add(samples []NodeSample) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -68,8 +83,17 @@ func (u *utilization) add(samples []NodeSample) {
 	for _, s := range samples {
 		a := u.nodes[s.Node]
 		if a == nil {
-			a = &nodeAcc{}
+			a = &nodeAcc{seen: s.At}
 			u.nodes[s.Node] = a
+			if !s.At.IsZero() {
+				continue
+			}
+		}
+		if !s.At.IsZero() {
+			if !s.At.After(a.seen) {
+				continue
+			}
+			a.seen = s.At
 		}
 		a.n++
 		a.cpu, a.cpuP = a.cpu+s.CPU, max(a.cpuP, s.CPU)
@@ -87,6 +111,9 @@ func (u *utilization) summary() []NodeUtilization {
 	defer u.mu.Unlock()
 	var out []NodeUtilization
 	for name, a := range u.nodes {
+		if a.n == 0 {
+			continue
+		}
 		nu := NodeUtilization{Node: name, Samples: a.n,
 			CPU: Stat{Mean: a.cpu / float64(a.n), Peak: a.cpuP}, Mem: Stat{Mean: a.mem / float64(a.n), Peak: a.memP}}
 		if a.gpuN > 0 {
@@ -123,12 +150,15 @@ func (s *state) sampleNodes(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wait := firstSampleAfter
-		for sleep(ctx, s.clock, wait) == nil {
+		var wait time.Duration
+		for i := 0; sleep(ctx, s.clock, wait) == nil; i++ {
 			if nodes, err := ns.Nodes(ctx); err == nil {
 				s.util.add(nodes)
 			}
 			wait = every
+			if i == 0 {
+				wait = firstSampleAfter
+			}
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -118,7 +118,7 @@ func (j Jobs) Nodes(ctx context.Context) ([]runner.NodeSample, error) {
 	}
 	out := make([]runner.NodeSample, len(nodes))
 	for i, n := range nodes {
-		out[i] = runner.NodeSample{Node: n.Name, CPU: n.CPU, Mem: n.Mem, GPU: n.GPU}
+		out[i] = runner.NodeSample{Node: n.Name, CPU: n.CPU, Mem: n.Mem, GPU: n.GPU, At: n.At}
 	}
 	return out, nil
 }

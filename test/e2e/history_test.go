@@ -226,8 +226,16 @@ func TestHistoryInObjectStorage(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
+	// The job runs until the head has reported its figures twice since the
+	// job started (the step counts no report it saw at the start), then for
+	// longer than the step's 10 s between reads: whatever the machine's
+	// speed, a read of the step's sees a report taken during the job.
 	code, stdout, stderr := runRay(t, env, "run", "-f", train,
-		"--set", `spec.entrypoint=python -c "import time; [print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; time.sleep(3); raise SystemExit(4)"`)
+		"--set", `spec.entrypoint=python -c "import json, time, urllib.request as u; t = time.time(); `+
+			`[print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; `+
+			`now = lambda: max(n['now'] for n in json.load(u.urlopen('`+h.DashboardURL()+`/nodes?view=summary'))['data']['summary']); `+
+			`fresh = lambda x: next(n for n in iter(now, None) if n > x or time.sleep(0.5)); `+
+			`fresh(fresh(t)); time.sleep(14); raise SystemExit(4)"`)
 	if code != exitJobFailed || strings.Contains(stderr, "warning: the step's history") {
 		t.Fatalf("run: exit %d, want %d and no history warning\n%s", code, exitJobFailed, stderr)
 	}
@@ -246,7 +254,7 @@ func TestHistoryInObjectStorage(t *testing.T) {
 	if fs[0].Reason != "failed" || fs[0].ExitCode != exitJobFailed || fs[0].Status != "FAILED" {
 		t.Errorf("the store's record: %+v, want failed, exit %d, job FAILED", fs[0], exitJobFailed)
 	}
-	// The step sampled its head while the job ran (3 s, a sample after 1 s).
+	// The step sampled its head while the job ran.
 	if u := fs[0].Utilization; len(u) != 1 || !strings.HasSuffix(u[0].Node, "(head)") || u[0].Samples < 1 ||
 		u[0].Memory.Peak <= 0 || u[0].Memory.Peak > 100 || u[0].CPU.Peak < u[0].CPU.Mean {
 		t.Errorf("the record's utilization: %+v, want the head's, sampled at least once", u)
