@@ -39,19 +39,21 @@ type NodeUtilization struct {
 // Stat is a mean and a peak, in percent.
 type Stat struct{ Mean, Peak float64 }
 
-// Sampling of the nodes' utilization while the job runs: a first read as
-// it starts, which is not counted, then one once the nodes have reported
-// again, then one every DefaultSampleEvery. One GET of the dashboard
-// each: nothing next to the job's own log stream.
+// Sampling of the nodes' utilization while the job runs: a first read
+// once the job has run a moment, which is not counted, then one once the
+// nodes have reported again, then one every DefaultSampleEvery. One GET of
+// the dashboard each: nothing next to the job's own log stream, and none
+// at all for a job shorter than baselineAfter.
 //
 // Ray's reporter agent on each node takes its figures every 5 s (its
 // default), and the dashboard gives the latest until the next: the
-// figures at the job's start were taken before it (on a head that has
-// just started, its first, whose CPU is always 0). So each node's report
-// counts once, and never the first the step sees of that node (see add).
-// A job shorter than firstSampleAfter has no samples.
+// figures early in the run may have been taken before it (on a head that
+// has just started, they are its first, whose CPU is always 0). So each
+// node's report counts once, and never the first the step sees of that
+// node (see add). A job shorter than firstSampleAfter has no samples.
 const (
-	firstSampleAfter   = 6 * time.Second
+	baselineAfter      = time.Second
+	firstSampleAfter   = 7 * time.Second
 	DefaultSampleEvery = 10 * time.Second
 )
 
@@ -150,14 +152,14 @@ func (s *state) sampleNodes(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var wait time.Duration
+		wait := baselineAfter
 		for i := 0; sleep(ctx, s.clock, wait) == nil; i++ {
 			if nodes, err := ns.Nodes(ctx); err == nil {
 				s.util.add(nodes)
 			}
 			wait = every
 			if i == 0 {
-				wait = firstSampleAfter
+				wait = firstSampleAfter - baselineAfter
 			}
 		}
 	}()

@@ -42,10 +42,10 @@ func (c *spacedClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return c.fakeClock.AfterFunc(0, f)
 }
 
-// TestSampleNodes: the first read of the nodes only marks where counting
-// starts (its figures predate the job; a new head's first report has a CPU
-// of 0), the next comes once the nodes have reported again, and the rest
-// every SampleEvery; a report read twice counts once, a node's first report
+// TestSampleNodes: the first read of the nodes, a second into the run,
+// only marks where counting starts (its figures may predate the job; a new
+// head's first report has a CPU of 0), the next comes once the nodes have
+// reported again, and the rest every SampleEvery; a report read twice counts once, a node's first report
 // seen mid-run does not count, a failed read is skipped, and samples
 // without a time all count.
 func TestSampleNodes(t *testing.T) {
@@ -83,7 +83,7 @@ func TestSampleNodes(t *testing.T) {
 
 	clock.mu.Lock()
 	defer clock.mu.Unlock()
-	want := []time.Duration{0, firstSampleAfter, DefaultSampleEvery, DefaultSampleEvery, DefaultSampleEvery, DefaultSampleEvery}
+	want := []time.Duration{baselineAfter, firstSampleAfter - baselineAfter, DefaultSampleEvery, DefaultSampleEvery, DefaultSampleEvery, DefaultSampleEvery}
 	if len(clock.spaced) < len(want) {
 		t.Fatalf("reads spaced %v, want %v then more", clock.spaced, want)
 	}
