@@ -226,16 +226,18 @@ func TestHistoryInObjectStorage(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	// The job runs until the head has reported its figures twice since the
-	// job started (the step counts no report it saw at the start), then for
-	// longer than the step's 10 s between reads: whatever the machine's
-	// speed, a read of the step's sees a report taken during the job.
+	// The step's first read of the nodes, a second into the run, only marks
+	// where its counting starts. The job runs until the head has reported
+	// its figures three times since the job started (a first read answered
+	// up to 10 s late still precedes the third), then for longer than the
+	// step's 10 s between reads: a read of the step's meets a report newer
+	// than its first, whatever the machine's speed.
 	code, stdout, stderr := runRay(t, env, "run", "-f", train,
 		"--set", `spec.entrypoint=python -c "import json, time, urllib.request as u; t = time.time(); `+
 			`[print('epoch', i, 'loss', 1/(i+1)) for i in range(300)]; `+
 			`now = lambda: max(n['now'] for n in json.load(u.urlopen('`+h.DashboardURL()+`/nodes?view=summary'))['data']['summary']); `+
 			`fresh = lambda x: next(n for n in iter(now, None) if n > x or time.sleep(0.5)); `+
-			`fresh(fresh(t)); time.sleep(14); raise SystemExit(4)"`)
+			`fresh(fresh(fresh(t))); time.sleep(14); raise SystemExit(4)"`)
 	if code != exitJobFailed || strings.Contains(stderr, "warning: the step's history") {
 		t.Fatalf("run: exit %d, want %d and no history warning\n%s", code, exitJobFailed, stderr)
 	}
