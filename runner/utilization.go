@@ -152,15 +152,12 @@ func (s *state) sampleNodes(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		wait := baselineAfter
-		for i := 0; sleep(ctx, s.clock, wait) == nil; i++ {
+		wait, next := baselineAfter, firstSampleAfter-baselineAfter
+		for sleep(ctx, s.clock, wait) == nil {
 			if nodes, err := ns.Nodes(ctx); err == nil {
 				s.util.add(nodes)
 			}
-			wait = every
-			if i == 0 {
-				wait = firstSampleAfter - baselineAfter
-			}
+			wait, next = next, every
 		}
 	}()
 	return func() { cancel(); <-done }
