@@ -32,12 +32,21 @@ type Sample struct {
 
 // probe is the shared state of one cluster's head.
 type probe struct {
-	mu      sync.Mutex
-	jobs    []raysubmit.JobDetails
-	nodes   map[string][]Sample // by node (host name, "head" marked)
-	err     error               // the last poll's failure, nil once one worked
-	polled  bool                // a poll finished
+	mu    sync.Mutex
+	jobs  []raysubmit.JobDetails
+	nodes map[string][]Sample // by node (host name, "head" marked)
+	// reports is, by node listed in the last poll of the nodes, the time
+	// of its report then: the dashboard gives a node's latest report
+	// until the next, 5 s later, so a poll can read one a second time.
+	reports map[string]time.Time
+	listed  bool  // a poll of the nodes worked
+	err     error // the last poll's failure, nil once one worked
+	polled  bool  // a poll finished
 	changed chan struct{}
+}
+
+func newProbe() *probe {
+	return &probe{nodes: map[string][]Sample{}, reports: map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 // probes are the running probes by record key.
@@ -52,7 +61,7 @@ type probes struct {
 func (ps *probes) acquire(r *Record) (*probe, func()) {
 	key := r.Key()
 	return ps.pool.acquire(key, func(ctx context.Context, _ func()) *probe {
-		p := &probe{nodes: map[string][]Sample{}, changed: make(chan struct{})}
+		p := newProbe()
 		go ps.run(ctx, p, key)
 		return p
 	})
@@ -122,14 +131,34 @@ func (p *probe) record(res result) {
 		slices.SortFunc(res.jobs, func(a, b raysubmit.JobDetails) int { return int(b.StartTime - a.StartTime) })
 		p.jobs = res.jobs
 	}
+	if res.err == nil {
+		p.plot(res)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// plot adds a poll's node reports to the charts, each report once. A
+// node that joined while the probe watched gives first a CPU of 0 (Ray's
+// reporter has nothing to compare with yet), which is not the node's
+// load: that report is left out.
+func (p *probe) plot(res result) {
 	cutoff := res.at.Add(-utilWindow)
+	reports := make(map[string]time.Time, len(res.nodes))
 	for _, n := range res.nodes {
+		last, seen := p.reports[n.Name]
+		reports[n.Name] = n.At
+		switch {
+		case seen && !n.At.IsZero() && !n.At.After(last):
+			continue // the report of the last poll
+		case !seen && p.listed && n.CPU == 0:
+			continue // a new node's first report
+		}
 		s := append(p.nodes[n.Name], Sample{At: res.at, CPU: n.CPU, Mem: n.Mem, GPU: n.GPU})
 		i, _ := slices.BinarySearchFunc(s, cutoff, func(x Sample, t time.Time) int { return x.At.Compare(t) })
 		p.nodes[n.Name] = s[i:]
 	}
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.reports, p.listed = reports, true
 }
 
 // Changed returns a channel closed at the next poll.
