@@ -27,15 +27,17 @@ func (a *app) completionCommand() *cobra.Command {
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print the shell completion script for bash, zsh, fish or PowerShell",
 		Long: `completion prints a script that teaches the shell raystep's commands and
-flags, and what their values can be: a spec's -f takes YAML and JSON files,
---backend local or kuberay, --gpu a gpuTypes key of the profile, --set the
-spec's paths one level at a time and, after the "=", a field's allowed
-values (spec.teardown=on_success), --context the kubeconfig's contexts; down,
-dashboard, notebook and run --cluster take the names of the interactive
-clusters of the backend (--backend, else $RAYSTEP_BACKEND), which raystep
-looks up as you press Tab; logs takes the steps of this machine's history,
-the running ones first, then the latest to end. A lookup that takes more than 3 seconds (an API server
-that does not answer) offers nothing rather than hold up the shell.
+flags, and what their values can be: a spec's -f takes YAML and JSON files
+(fish offers every file there), --backend local or kuberay, --gpu a
+gpuTypes key of the profile, --set the spec's paths one level at a time
+and, after the "=", a field's allowed values (spec.teardown=on_success),
+--context the kubeconfig's contexts; down, dashboard, notebook and run
+--cluster take the names of the interactive clusters of the backend
+(--backend, else $RAYSTEP_BACKEND), which raystep looks up as you press
+Tab; logs takes the steps of this machine's history, the running ones
+first, then the latest to end. A lookup that takes more than 3 seconds (an
+API server that does not answer) offers nothing rather than hold up the
+shell.
 
 Load it for the current shell, or install it for every new one:
 
