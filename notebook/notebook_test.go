@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,30 +39,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a port of 127.0.0.1 nothing listens on just now. It
-// is above Ray's worker ports (10002-19999) and below the kernel's
-// ephemeral range (ip_local_port_range), from which every bind to port 0
-// and every outgoing connection of the busy suite takes a port: one from
-// there could be taken in the seconds before the notebook job binds it.
+// freePort is a port for a notebook server, as up --notebook chooses it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		_, _ = fmt.Sscan(string(b), &low)
+	port, err := notebook.LoopbackPort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 100 {
-		port := 0 // the kernel's choice, on a machine with no room below its range
-		if low > 20000 {
-			port = 20000 + rand.IntN(low-20000)
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			defer ln.Close()
-			return ln.Addr().(*net.TCPAddr).Port
-		}
-	}
-	t.Fatal("no free port on 127.0.0.1 below the ephemeral range in 100 tries")
-	return 0
+	return port
 }
 
 // TestLaunchOnRealHead starts the notebook job on a real token-authenticated

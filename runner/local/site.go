@@ -310,7 +310,7 @@ func (s *Site) upNotebook(ctx context.Context, in Interactive, profile *schemas.
 		if nb, err = notebook.NewServer(p); err == nil {
 			// Not the profile's port: clusters on one machine share its
 			// loopback, and a fixed port would let only one have a notebook.
-			if nb.Port, err = freeLoopbackPort(); err == nil {
+			if nb.Port, err = notebook.LoopbackPort(); err == nil {
 				err = notebook.WriteFile(path, nb)
 			}
 		}
@@ -329,7 +329,7 @@ func (s *Site) upNotebook(ctx context.Context, in Interactive, profile *schemas.
 		var running bool
 		if running, err = st.Running(ctx); err == nil && !running {
 			taken := nb.Port
-			if nb.Port, err = freeLoopbackPort(); err == nil {
+			if nb.Port, err = notebook.LoopbackPort(); err == nil {
 				err = notebook.WriteFile(path, nb)
 			}
 			if err == nil {
@@ -437,16 +437,6 @@ func loopbackPortFree(port int) bool {
 	}
 	l.Close()
 	return true
-}
-
-// freeLoopbackPort is a port of 127.0.0.1 that nothing listens on now.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port for the notebook: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Place builds the backend a step runs on and resolves the step for it

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/raystep/raystep/notebook"
 	"github.com/raystep/raystep/runner"
 	"github.com/raystep/raystep/runner/adapters"
 	"github.com/raystep/raystep/runner/kuberay"
@@ -108,7 +109,7 @@ func setup(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		if shared.notebookPort, shared.err = freeLoopbackPort(); shared.err != nil {
+		if shared.notebookPort, shared.err = notebook.LoopbackPort(); shared.err != nil {
 			return
 		}
 		var ln net.Listener

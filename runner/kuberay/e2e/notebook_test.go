@@ -23,16 +23,6 @@ import (
 	"github.com/raystep/raystep/raysubmit"
 )
 
-// freeLoopbackPort returns a port of 127.0.0.1 nothing listens on now.
-func freeLoopbackPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // notebookProfile is the examples' profile with the notebook on the port
 // kwok sends to the shared head, as a bare Jupyter Server (it starts
 // faster than JupyterLab on a busy machine).
