@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"github.com/sethvargo/go-envconfig"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 
 	"github.com/raystep/raystep/fleet"
 	"github.com/raystep/raystep/internal/quickstart"
@@ -69,6 +72,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitCode(ctx, err)
 	}
 	defer func() { _ = a.log.Sync() }()
+	klog.SetLogger(kubernetesLogger(a.log))
 
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -182,6 +186,33 @@ func (a *app) report(err error) {
 	if errors.As(err, &ue) || errors.Is(err, fleet.ErrUsage) {
 		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmp.Or(a.command, "raystep"))
 	}
+}
+
+// kubernetesLogger is the logger of the Kubernetes client libraries
+// (klog): log at debug level. What they log is raystep's own failures
+// before raystep words them (a port-forward's refused connection while
+// the notebook starts, one line each poll; a watch that broke) or no
+// failure at all, and on stderr it broke into what raystep prints;
+// RAYSTEP_LOG_LEVEL=debug shows it.
+func kubernetesLogger(log *zap.Logger) logr.Logger {
+	return zapr.NewLogger(zap.New(debugCore{log.Core()}).Named("kubernetes"))
+}
+
+// debugCore logs every entry at debug level, and none more verbose.
+type debugCore struct{ zapcore.Core }
+
+func (c debugCore) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.DebugLevel && c.Core.Enabled(zapcore.DebugLevel)
+}
+
+func (c debugCore) With(fields []zapcore.Field) zapcore.Core { return debugCore{c.Core.With(fields)} }
+
+func (c debugCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) {
+		return ce
+	}
+	e.Level = zapcore.DebugLevel
+	return c.Core.Check(e, ce)
 }
 
 // newLogger builds raystep's one logger: human-readable, on stderr.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -70,8 +71,16 @@ func raystepCtx(ctx context.Context, t *testing.T, env []string, args ...string)
 	}
 	o := outcome{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
 	t.Logf("raystep %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), o.code, o.stdout, o.stderr)
+	if line := klogLine.FindString(o.stderr); line != "" {
+		t.Errorf("raystep %s printed a line of the Kubernetes client libraries' log, which is debug output: %q", strings.Join(args, " "), line)
+	}
 	return o
 }
+
+// klogLine is a line as the Kubernetes client libraries log it (klog's
+// header: severity, date, time, thread, file:line), e.g. a port-forward's
+// "Unhandled Error" for each connection the pod refused.
+var klogLine = regexp.MustCompile(`(?m)^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ ]+:\d+\] .*$`)
 
 // mustRaystep is raystepIn that fails the test unless raystep exits 0.
 func mustRaystep(t *testing.T, env []string, args ...string) outcome {
