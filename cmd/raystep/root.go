@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
 	"github.com/sethvargo/go-envconfig"
 	"github.com/spf13/cobra"
@@ -72,7 +74,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitCode(ctx, err)
 	}
 	defer func() { _ = a.log.Sync() }()
-	klog.SetLogger(kubernetesLogger(a.log))
+	setKubernetesLogger(a.log)
 
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -188,15 +190,67 @@ func (a *app) report(err error) {
 	}
 }
 
-// kubernetesLogger is the logger of the Kubernetes client libraries
-// (klog): log at debug level. What they log is raystep's own failures
-// before raystep words them (a port-forward's refused connection while
-// the notebook starts, one line each poll; a watch that broke) or no
+// setKubernetesLogger makes log the logger of the Kubernetes client
+// libraries (klog), at debug level. What they log is raystep's own
+// failures before raystep words them (a port-forward's refused connection
+// while the notebook starts, one line each poll; a watch that broke) or no
 // failure at all, and on stderr it broke into what raystep prints;
 // RAYSTEP_LOG_LEVEL=debug shows it.
-func kubernetesLogger(log *zap.Logger) logr.Logger {
-	return zapr.NewLogger(zap.New(debugCore{log.Core()}).Named("kubernetes"))
+//
+// klog has one logger per process, and klog.SetLogger must not run while
+// anything logs through it: a watch's goroutine may still be logging when
+// the next command starts in the same process (as the tests run them). So
+// klog's logger is set once, and each command swaps the core behind it.
+func setKubernetesLogger(log *zap.Logger) {
+	core := log.Core()
+	kubernetesCore.Store(&core)
+	kubernetesOnce.Do(func() {
+		klog.SetLogger(zapr.NewLogger(zap.New(debugCore{swapCore{cur: &kubernetesCore}}).Named("kubernetes")))
+	})
 }
+
+var (
+	kubernetesCore atomic.Pointer[zapcore.Core]
+	kubernetesOnce sync.Once
+)
+
+// swapCore logs through the core cur holds when an entry is logged.
+type swapCore struct {
+	cur    *atomic.Pointer[zapcore.Core]
+	fields []zapcore.Field
+}
+
+func (c swapCore) base() zapcore.Core {
+	if p := c.cur.Load(); p != nil {
+		return *p
+	}
+	return zapcore.NewNopCore()
+}
+
+func (c swapCore) Enabled(l zapcore.Level) bool { return c.base().Enabled(l) }
+
+func (c swapCore) With(fields []zapcore.Field) zapcore.Core {
+	return swapCore{cur: c.cur, fields: append(slices.Clip(c.fields), fields...)}
+}
+
+func (c swapCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	core := c.base()
+	if !core.Enabled(e.Level) {
+		return ce
+	}
+	if len(c.fields) > 0 {
+		core = core.With(c.fields)
+	}
+	return core.Check(e, ce)
+}
+
+// Write serves a caller that skips Check; Check hands entries to the
+// current core itself.
+func (c swapCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	return c.base().With(c.fields).Write(e, fields)
+}
+
+func (c swapCore) Sync() error { return c.base().Sync() }
 
 // debugCore logs every entry at debug level, and none more verbose.
 type debugCore struct{ zapcore.Core }
