@@ -45,6 +45,7 @@ type probe struct {
 	changed chan struct{}
 }
 
+// newProbe returns a probe that has polled nothing yet.
 func newProbe() *probe {
 	return &probe{nodes: map[string][]Sample{}, reports: map[string]time.Time{}, changed: make(chan struct{})}
 }
