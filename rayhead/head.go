@@ -338,6 +338,12 @@ func (h *Head) makeTempDir(dir, root string) (*os.File, error) {
 // port is left to Ray (Ray 2.60), the Ray Client server waits for the
 // raylet to register, within a fixed 30 s a busy machine overruns, and
 // then exits, taking the head with it.
+//
+// Whatever the agent's port, Ray 2.60's raylet waits for the agent to
+// write it to a file, within a fixed 15 s (RAY_agent_register_timeout_ms
+// does not change it), and exits when it does not: on a machine too busy
+// for the agent to start in that time, the attempt ends there and
+// rayletWatch sees it at once (checked with an agent slowed to 40 s).
 func (h *Head) startArgs(opts Options) ([]string, error) {
 	ports, err := freePorts(h.host, 9)
 	if err != nil {
