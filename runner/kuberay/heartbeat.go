@@ -110,7 +110,13 @@ func (h *heartbeat) start(ctx context.Context, fail func(error)) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := h.renew(ctx); refused(err) {
+				err := h.renew(ctx)
+				if ctx.Err() != nil {
+					// stop cut this renewal short: the step is ending,
+					// not failing to keep its heartbeat.
+					return
+				}
+				if refused(err) {
 					fail(err)
 				} else {
 					h.renewed(err)

@@ -1,7 +1,9 @@
 package kuberay
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -168,6 +170,39 @@ func TestHeartbeatFailureIsAWarning(t *testing.T) {
 	}
 	if err := c.Teardown(t.Context(), false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeartbeatStoppedMidRenewalIsQuiet: a renewal that teardown cuts
+// short (its request ends with "context canceled") is the step ending, not
+// a heartbeat failing: no warning at the end of a step that succeeded.
+func TestHeartbeatStoppedMidRenewalIsQuiet(t *testing.T) {
+	t.Parallel()
+	f := newFakes(t)
+	f.b.HeartbeatInterval = time.Millisecond
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.kube.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return false, nil, nil
+		}
+		close(entered)
+		<-unblock
+		return true, nil, fmt.Errorf("Patch lease: %w", context.Canceled)
+	})
+	c := f.provision(t, request(0))
+	<-entered
+	c.hb.cancel() // what stop does first, while the renewal is in flight
+	close(unblock)
+	if err := c.Teardown(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range f.allNotes() {
+		if strings.HasPrefix(n, "WARNING") {
+			t.Errorf("warning at the end of a step: %q", n)
+		}
 	}
 }
 
