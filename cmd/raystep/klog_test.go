@@ -26,11 +26,7 @@ func TestKubernetesLogAtDebug(t *testing.T) {
 		{"debug", []string{"DEBUG\tkubernetes\tUnhandled Error\t", "connection refused", "DEBUG\tkubernetes\tWaited for 1s due to client-side throttling"}},
 	} {
 		var stderr strings.Builder
-		log, err := newLogger(tc.level, &stderr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		setKubernetesLogger(log)
+		setKubernetesLogger(mustLogger(t, tc.level, &stderr))
 		klog.ErrorS(errors.New("an error occurred forwarding 37157 -> 33559: dial tcp 127.0.0.1:33559: connect: connection refused"), "Unhandled Error")
 		klog.Infof("Waited for %v due to client-side throttling", "1s")
 		klog.V(4).Info("GET https://10.0.0.1:6443/api/v1/pods 200 OK")
