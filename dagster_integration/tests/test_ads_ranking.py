@@ -119,6 +119,21 @@ def _raystep_warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     ]
 
 
+# SMALL_STEPS is run config that has the daily job's three steps train, check and score a fifth
+# to a tenth of the example's rows, on one actor: for tests about where the steps run and which
+# cluster they share, not about what they compute. The Ray jobs are the same scripts.
+SMALL_STEPS = {
+    "ops": {
+        op: {"config": {"overrides": {"spec.entrypoint": entrypoint}}}
+        for op, entrypoint in {
+            "ads_ranking_model": "python train.py --epochs 1 --rows 40000 --workers 1 --seed 7",
+            "ads_ranking_model_auc_above_threshold": "python eval.py --rows 20000 --shards 2 --seed 7",
+            "ads_ranking_predictions": "python batch_inference.py --rows 20000 --seed 7",
+        }.items()
+    }
+}
+
+
 def materialize_daily(
     example: ModuleType,
     instance: dg.DagsterInstance,
@@ -126,6 +141,7 @@ def materialize_daily(
     *,
     raise_on_error: bool = True,
     partition_key: str = DAY,
+    run_config: dict | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialize the example's daily job (model, AUC check, predictions) for one day with raystep."""
     return dg.materialize(
@@ -138,6 +154,7 @@ def materialize_daily(
         resources={"raystep": raystep},
         raise_on_error=raise_on_error,
         partition_key=partition_key,
+        run_config=run_config,
     )
 
 

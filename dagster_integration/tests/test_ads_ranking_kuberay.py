@@ -30,6 +30,7 @@ from test_ads_ranking import (
     DAY,
     MODEL_NODE,
     PREDICTIONS_NODE,
+    SMALL_STEPS,
     _event_log_text,
     _float,
     _int,
@@ -189,7 +190,9 @@ def test_daily_job_shares_one_raycluster_per_run(
     instance = dg.DagsterInstance.ephemeral()
     run_ids: list[str] = []
     request.addfinalizer(lambda: [raystep.down_run(r) for r in run_ids])
-    result = materialize_daily(example, instance, raystep, raise_on_error=False)
+    result = materialize_daily(
+        example, instance, raystep, raise_on_error=False, run_config=SMALL_STEPS
+    )
     run_ids.append(result.run_id)
     assert result.success, _event_log_text(instance, result.run_id)
     assert [c.passed for c in result.get_asset_check_evaluations()] == [True]

@@ -17,7 +17,12 @@ from types import ModuleType
 import dagster as dg
 import pytest
 from dagster_raystep import RaystepResource, raystep_run_cluster_sensors
-from test_ads_ranking import cluster_records, example_overrides, materialize_daily
+from test_ads_ranking import (
+    SMALL_STEPS,
+    cluster_records,
+    example_overrides,
+    materialize_daily,
+)
 
 
 def test_daily_job_shares_one_head_per_run(
@@ -41,7 +46,7 @@ def test_daily_job_shares_one_head_per_run(
     run_ids: list[str] = []
     request.addfinalizer(lambda: [raystep.down_run(r) for r in run_ids])
     started = time.monotonic()
-    result = materialize_daily(example, instance, raystep)
+    result = materialize_daily(example, instance, raystep, run_config=SMALL_STEPS)
     wall = time.monotonic() - started
     run_ids.append(result.run_id)
     print(
