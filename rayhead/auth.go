@@ -65,9 +65,9 @@ func Env(rayBin, host string, extra ...string) []string {
 // tokenFile is the name of the token file in a head's temp dir.
 const tokenFile = "auth_token"
 
-// startEnv is the environment of `ray start`: Env, headMark and, with
-// opts.TokenAuth, a new token written to a 0600 file that Ray reads
-// through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
+// startEnv is the environment of `ray start`: Env, headMark, TMPDIR
+// (pythonTempDir) and, with opts.TokenAuth, a new token written to a 0600
+// file that Ray reads through RAY_AUTH_TOKEN_PATH. opts.Env comes last.
 func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
 	var extra []string
 	if opts.TokenAuth {
@@ -86,11 +86,38 @@ func (h *Head) startEnv(rayBin string, opts Options) ([]string, error) {
 	if _, set := os.LookupEnv(dashboardStartupEnv); !set {
 		extra = append(extra, dashboardStartupEnv+"="+strconv.Itoa(dashboardStartupSeconds(opts.readyTimeout())))
 	}
+	if dir, err := h.pythonTempDir(); err != nil {
+		return nil, err
+	} else if dir != "" {
+		extra = append(extra, "TMPDIR="+dir)
+	}
 	// exec.Cmd uses the last value of a repeated key, so these win over
 	// headEnv's defaults and the inherited environment: a DASHBOARD_METRIC_PORT
 	// the user set is their own Ray head's, not this one's.
 	extra = append(extra, headMark+"="+h.tempDir, dashboardMetricsEnv+"="+strconv.Itoa(h.metricsPort))
 	return Env(rayBin, h.host, append(extra, opts.Env...)...), nil
+}
+
+// pythonTempDir makes the directory that the head's processes get as
+// TMPDIR, and returns it; "" when they keep the inherited one.
+//
+// Ray's Python processes make temp files of their own: the dashboard's
+// multiprocessing forkserver a /tmp/pymp-* dir with its socket, which
+// Python removes only at a normal exit. A head is stopped with signals, so
+// every head left one behind, and a machine that runs a local step a day
+// gathered one a day. In a dir inside the head's own temp dir they go with
+// it. That holds for a temp dir raystep made (and removes) only, and when
+// the user has not chosen a TMPDIR: their jobs' temp files stay where they
+// put them.
+func (h *Head) pythonTempDir() (string, error) {
+	if !h.ownsTempDir || os.Getenv("TMPDIR") != "" {
+		return "", nil
+	}
+	dir := filepath.Join(h.tempDir, "tmp")
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("create the ray head's TMPDIR: %w", err)
+	}
+	return dir, nil
 }
 
 // dashboardMetricsEnv is the variable that sets the port of the dashboard's

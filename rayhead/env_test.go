@@ -101,3 +101,51 @@ func TestStartEnvLetsRayWaitForItsDashboardAsLongAsRaystep(t *testing.T) {
 		t.Errorf("with %s=300 in raystep's environment, the head gets %s, want 300", dashboardStartupEnv, got)
 	}
 }
+
+// Ray's Python processes get a TMPDIR inside the head's own temp dir, which
+// goes with the head, unless raystep did not make that dir or the user
+// chose a TMPDIR.
+func TestStartEnvGivesRaysPythonATempDirThatGoesWithTheHead(t *testing.T) {
+	rayBin := filepath.Join(t.TempDir(), "ray")
+	if err := os.WriteFile(rayBin, []byte("#!/usr/bin/python3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmpdirOf := func(h *Head) string {
+		t.Helper()
+		env, err := h.startEnv(rayBin, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "(unset)"
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+				got = v // the last value is the one exec uses
+			}
+		}
+		return got
+	}
+
+	t.Setenv("TMPDIR", "")
+	owned := &Head{host: "127.0.0.1", tempDir: t.TempDir(), ownsTempDir: true}
+	want := filepath.Join(owned.tempDir, "tmp")
+	if got := tmpdirOf(owned); got != want {
+		t.Errorf("head in a temp dir of its own: TMPDIR=%s, want %s", got, want)
+	}
+	if fi, err := os.Stat(want); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, %v; want a directory with mode 0700", want, fi, err)
+	}
+	if got := tmpdirOf(owned); got != want {
+		t.Errorf("second start in the same dir: TMPDIR=%s, want %s", got, want)
+	}
+
+	given := &Head{host: "127.0.0.1", tempDir: t.TempDir()}
+	if got := tmpdirOf(given); got != "" && got != "(unset)" {
+		t.Errorf("head in a temp dir the caller gave: TMPDIR=%s, want the inherited (empty)", got)
+	}
+
+	chosen := t.TempDir()
+	t.Setenv("TMPDIR", chosen)
+	if got := tmpdirOf(&Head{host: "127.0.0.1", tempDir: t.TempDir(), ownsTempDir: true}); got != chosen {
+		t.Errorf("with the user's TMPDIR: TMPDIR=%s, want theirs, %s", got, chosen)
+	}
+}

@@ -57,6 +57,15 @@ func TestStartHeadServesAndStops(t *testing.T) {
 	}
 	pgid := h.Pid()
 	tmp := h.TempDir()
+	// The dashboard's multiprocessing dir (its forkserver serves the Jobs
+	// API's module, which took the job above) is in the head's temp dir,
+	// removed with it below, not in /tmp, where every head left one.
+	if os.Getenv("TMPDIR") == "" {
+		if found, _ := filepath.Glob(filepath.Join(tmp, "tmp", "pymp-*")); len(found) == 0 {
+			entries, _ := os.ReadDir(filepath.Join(tmp, "tmp"))
+			t.Errorf("no pymp-* dir in the head's TMPDIR %s/tmp (holds %v)", tmp, entries)
+		}
+	}
 	if err := h.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
