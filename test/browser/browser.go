@@ -64,7 +64,7 @@ func New(t *testing.T) *Tab {
 	}
 	dir := outputDir(t)
 	t.Logf("browser: screenshots and chromium.log in %s", dir)
-	proc, wsURL, err := start(t.TempDir(), filepath.Join(dir, "chromium.log"))
+	proc, wsURL, err := start(t.TempDir(), t.TempDir(), filepath.Join(dir, "chromium.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +132,12 @@ type process struct {
 	done    chan struct{}
 }
 
-// start runs chromium headless with profile as its user data directory
-// and its output in logPath, and returns it with its DevTools URL once it
-// listens.
-func start(profile, logPath string) (*process, string, error) {
+// start runs chromium headless with profile as its user data directory,
+// tmp as its TMPDIR and its output in logPath, and returns it with its
+// DevTools URL once it listens. Chromium makes an org.chromium.Chromium.*
+// dir in TMPDIR that only a clean exit removes; the test kills it, and
+// testing removes tmp.
+func start(profile, tmp, logPath string) (*process, string, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, "", fmt.Errorf("browser: %w", err)
@@ -147,6 +149,7 @@ func start(profile, logPath string) (*process, string, error) {
 		"--user-data-dir="+profile,
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
 		"about:blank")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout = logFile
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
