@@ -35,20 +35,13 @@ ENDED = {
 }
 
 # INSTANCE is the test's dagster.yaml: the default run queue, every day's run at once (their
-# Ray jobs share one head), no telemetry. The queue launches the runs on threads of its own:
-# by default it launches one run at a time, and each launch waits until the run's new Python
-# process has imported Dagster and the definitions, which took 36-83 s a run on a busy 2-core
-# machine, so the days ran one after another, each run starting about when the one before it
-# ended.
+# Ray jobs share one head), no telemetry.
 INSTANCE = """\
 telemetry:
   enabled: false
 concurrency:
   runs:
     max_concurrent_runs: 3
-run_queue:
-  dequeue_use_threads: true
-  dequeue_num_workers: 3
 """
 
 # RANGE_DRIVER reports what a single-run backfill's Ray job got: the range and its time window.
